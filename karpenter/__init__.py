@@ -1,0 +1,1 @@
+"""Karpenter, the Kubernetes node autoscaler: the package root (nothing is re-exported here)."""

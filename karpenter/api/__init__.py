@@ -1,0 +1,1 @@
+"""API boundary: CRD models (pydantic) and converters from Kubernetes objects to core values."""

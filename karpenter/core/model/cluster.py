@@ -1,0 +1,82 @@
+"""The cluster snapshot the core decides on: every object the solver and disruption read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from karpenter.core.model.instancetype import InstanceType
+from karpenter.core.model.node import Node, NodeClaim
+from karpenter.core.model.nodepool import NodePool
+from karpenter.core.model.pod import Pod, SelectorTerm
+from karpenter.core.model.resources import Resources
+from karpenter.core.model.storage import (
+    CSINode,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+)
+from karpenter.core.scheduling.selectors import LabelSelector
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSet:
+    """A DaemonSet: its pod template is overhead on every node it would run on."""
+
+    namespace: str
+    name: str
+    template: Pod
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    """A PDB, reduced to its selector and how many evictions it allows now."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    disruptions_allowed: int
+    always_allow_unhealthy: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOverlay:
+    """A NodeOverlay (v1alpha1): price or capacity adjustments for matching instance types."""
+
+    name: str
+    requirements: SelectorTerm = ()
+    price: str | None = None
+    price_adjustment: str | None = None
+    capacity: Resources = field(default_factory=dict)
+    weight: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Settings the decisions depend on (built from the controller's Settings by the shell)."""
+
+    preference_policy: str = "Respect"
+    min_values_policy: str = "Strict"
+    spot_to_spot_consolidation: bool = False
+    node_overlay: bool = False
+    max_instance_types: int = 600
+    extra_well_known_labels: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """An immutable snapshot of the cluster plus the cloud's instance types per NodePool."""
+
+    nodepools: tuple[NodePool, ...] = ()
+    instance_types: Mapping[str, tuple[InstanceType, ...]] = field(default_factory=dict)
+    nodes: tuple[Node, ...] = ()
+    nodeclaims: tuple[NodeClaim, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    daemonsets: tuple[DaemonSet, ...] = ()
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
+    pvcs: tuple[PersistentVolumeClaim, ...] = ()
+    pvs: tuple[PersistentVolume, ...] = ()
+    storage_classes: tuple[StorageClass, ...] = ()
+    csinodes: tuple[CSINode, ...] = ()
+    overlays: tuple[NodeOverlay, ...] = ()
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)

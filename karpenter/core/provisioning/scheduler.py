@@ -1,0 +1,232 @@
+"""The provisioning solver: place pending pods on existing capacity, then on new NodeClaims.
+
+One pass, as the controller runs it: pods are ordered by CPU then memory (largest first), then
+creation time; each pod goes to the first existing node that takes it (initialized nodes first),
+else the first NodeClaim already being built in this pass that takes it, else a new NodeClaim
+from the highest-weight NodePool that can serve it. A pod that cannot be placed has one
+preference relaxed and is retried; pods still failing go to the back of the queue, because pods
+placed later can satisfy their affinity. The pass ends when a full round places nothing.
+
+Speed comes from doing less work: per-signature cursors skip targets that rejected an identical
+pod for a reason that cannot heal, instance types are bitmasks (see ``catalog``), and topology
+counts are incremental. In-flight claims are tried in creation order (first fit), which packs
+claims fuller than upstream's fewest-pods-first order and so launches fewer, cheaper nodes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from karpenter.core.model import resources as res
+from karpenter.core.model.cluster import Cluster, Options
+from karpenter.core.model.pod import Pod
+from karpenter.core.provisioning import explain
+from karpenter.core.provisioning.build import PassContext, build_context
+from karpenter.core.provisioning.podwork import PodWork
+from karpenter.core.provisioning.results import Results, finalize
+from karpenter.core.provisioning.targets import Claim, ClaimFit, Existing, try_claim, try_existing
+from karpenter.core.provisioning.topology import PodGroups, Reject
+from karpenter.core.provisioning.volumes import PodVolumes, VolumeError
+
+
+def queue_order(pod: Pod) -> tuple[int, int, float, str]:
+    """Upstream's queue order: CPU desc, memory desc, creation asc, then uid (or name)."""
+    return (
+        -pod.requests.get(res.CPU, 0),
+        -pod.requests.get(res.MEMORY, 0),
+        pod.creation,
+        pod.uid or pod.key,
+    )
+
+
+@dataclass(slots=True)
+class _Cursor:
+    """Targets that permanently rejected pods of one signature: a prefix plus stragglers."""
+
+    start: int = 0
+    skip: set[int] = field(default_factory=set)
+
+    def reject(self, index: int) -> None:
+        if index == self.start:
+            self.start += 1
+            while self.start in self.skip:
+                self.skip.discard(self.start)
+                self.start += 1
+        else:
+            self.skip.add(index)
+
+
+@dataclass(slots=True)
+class _Memo:
+    existing: _Cursor = field(default_factory=_Cursor)
+    claims: _Cursor = field(default_factory=_Cursor)
+    fresh: dict[int, Reject] = field(default_factory=dict)
+
+
+class Scheduler:
+    """One provisioning pass over a snapshot (use :func:`solve`)."""
+
+    def __init__(self, ctx: PassContext) -> None:
+        self.ctx = ctx
+        self.claims: list[Claim] = []
+        self._memos: dict[tuple[object, ...], _Memo] = {}
+        self._groups: dict[tuple[object, ...], PodGroups] = {}
+        self._reasons: dict[str, str] = {}
+        self._hostnames = 0
+
+    # ---- the pass ---------------------------------------------------------------------------
+    def run(self, pending: Sequence[Pod]) -> dict[str, str]:
+        """Place every pod it can; returns reasons for those it cannot, by pod key."""
+        ignore = self.ctx.options.preference_policy == "Ignore"
+        queue = deque(PodWork.of(p, ignore) for p in sorted(pending, key=queue_order))
+        while queue:
+            retry: deque[PodWork] = deque()
+            progressed = False
+            while queue:
+                work = queue.popleft()
+                if self._try_schedule(work):
+                    progressed = True
+                    self._reasons.pop(work.pod.key, None)
+                else:
+                    retry.append(work)
+            if not progressed:
+                break
+            queue = retry
+        return self._reasons
+
+    def _try_schedule(self, work: PodWork) -> bool:
+        try:
+            volumes = self.ctx.volumes.resolve(work.pod)
+        except VolumeError as err:
+            self._reasons[work.pod.key] = str(err)
+            return False
+        while True:
+            if self._add(work, volumes):
+                return True
+            if not work.relax(self.ctx.prefer_no_schedule_pools):
+                self._reasons[work.pod.key] = explain.reason(self.ctx, work, volumes, self.claims)
+                return False
+
+    def _groups_of(self, work: PodWork) -> PodGroups:
+        sig = work.signature
+        groups = self._groups.get(sig)
+        if groups is None:
+            groups = self.ctx.pod_groups(work)
+            self._groups[sig] = groups
+        return groups
+
+    def _add(self, work: PodWork, volumes: PodVolumes) -> bool:
+        memo = self._memos.get(work.signature)
+        if memo is None:
+            memo = self._memos[work.signature] = _Memo()
+        groups = self._groups_of(work)
+        return (
+            self._add_existing(work, volumes, groups, memo)
+            or self._add_inflight(work, volumes, groups, memo)
+            or self._add_new(work, volumes, groups, memo)
+        )
+
+    def _add_existing(
+        self, work: PodWork, volumes: PodVolumes, groups: PodGroups, memo: _Memo
+    ) -> bool:
+        nodes = self.ctx.existing
+        cursor = memo.existing
+        for index in range(cursor.start, len(nodes)):
+            if index in cursor.skip:
+                continue
+            node = nodes[index]
+            outcome = try_existing(node, work, groups, volumes, self.ctx.topology)
+            if isinstance(outcome, Reject):
+                if outcome.permanent:
+                    cursor.reject(index)
+                continue
+            self._commit_existing(node, work, groups, volumes)
+            return True
+        return False
+
+    def _add_inflight(
+        self, work: PodWork, volumes: PodVolumes, groups: PodGroups, memo: _Memo
+    ) -> bool:
+        cursor = memo.claims
+        for index in range(cursor.start, len(self.claims)):
+            if index in cursor.skip:
+                continue
+            claim = self.claims[index]
+            outcome = try_claim(claim, work, groups, volumes, self.ctx.topology)
+            if isinstance(outcome, Reject):
+                if outcome.permanent:
+                    cursor.reject(index)
+                continue
+            self._commit_claim(claim, outcome, work, groups)
+            return True
+        return False
+
+    def _add_new(self, work: PodWork, volumes: PodVolumes, groups: PodGroups, memo: _Memo) -> bool:
+        for template in self.ctx.templates:
+            if template.index in memo.fresh:
+                continue
+            limit_mask = self.ctx.limits.mask(template, self.claims)
+            if limit_mask == 0:
+                continue
+            claim = Claim(
+                template, self._next_hostname(), template.requirements, template.base_mask
+            )
+            outcome = try_claim(claim, work, groups, volumes, self.ctx.topology, limit_mask)
+            if isinstance(outcome, Reject):
+                if outcome.permanent and outcome.kind != "topology":
+                    memo.fresh[template.index] = outcome
+                self._hostnames -= 1
+                continue
+            self.claims.append(claim)
+            self._commit_claim(claim, outcome, work, groups)
+            return True
+        return False
+
+    def _next_hostname(self) -> str:
+        self._hostnames += 1
+        return f"hostname-placeholder-{self._hostnames:04d}"
+
+    # ---- commits ----------------------------------------------------------------------------
+    def _commit_claim(self, claim: Claim, fit: ClaimFit, work: PodWork, groups: PodGroups) -> None:
+        claim.requirements = fit.requirements
+        claim.requests = fit.requests
+        claim.mask = fit.mask
+        claim.min_values_relaxed = fit.min_values_relaxed
+        claim.pods.append(work.pod)
+        claim.host_ports.extend(work.pod.host_ports)
+        self.ctx.topology.record(
+            work.pod, fit.requirements, claim.hostname, claim.template.taints, groups.inverse_owned
+        )
+
+    def _commit_existing(
+        self, node: Existing, work: PodWork, groups: PodGroups, volumes: PodVolumes
+    ) -> None:
+        pod = work.pod
+        for name, value in pod.requests.items():
+            node.remaining[name] = node.remaining.get(name, 0) - value
+        node.host_ports.extend(pod.host_ports)
+        for driver, names in volumes.by_driver.items():
+            node.volumes.setdefault(driver, set()).update(names)
+        node.pods.append(pod)
+        self.ctx.topology.record(
+            pod, node.requirements, node.state.hostname, node.taints, groups.inverse_owned
+        )
+
+
+def solve(
+    cluster: Cluster,
+    pending: Sequence[Pod],
+    options: Options,
+    *,
+    excluded_nodes: frozenset[str] = frozenset(),
+) -> Results:
+    """Run one provisioning pass: where each pending pod goes, and which NodeClaims to create.
+
+    ``excluded_nodes`` names existing nodes to leave out (disruption simulates their removal).
+    """
+    ctx = build_context(cluster, pending, options, excluded_nodes)
+    scheduler = Scheduler(ctx)
+    reasons = scheduler.run(pending)
+    return finalize(ctx, scheduler.claims, reasons)

@@ -1,0 +1,1 @@
+"""`karpenter simulate`: the offline face of the decision core (fully synchronous)."""
