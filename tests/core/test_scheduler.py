@@ -24,6 +24,7 @@ from karpenter.core.model.storage import (
 )
 from karpenter.core.provisioning.results import Results
 from karpenter.core.provisioning.scheduler import queue_order, solve
+from karpenter.core.scheduling.selectors import LabelSelector
 from karpenter.core.scheduling.taints import Taint, Toleration
 from tests.support import builders as b
 
@@ -86,8 +87,10 @@ class TestPacking:
     def test_initialized_nodes_preferred(self) -> None:
         """Initialized nodes are tried before uninitialized managed ones."""
         fresh = b.node("a-new", labels={"karpenter.sh/nodepool": "default"})
-        ready = b.node("b-ready", labels={"karpenter.sh/nodepool": "default",
-                                           "karpenter.sh/initialized": "true"})
+        ready = b.node(
+            "b-ready",
+            labels={"karpenter.sh/nodepool": "default", "karpenter.sh/initialized": "true"},
+        )
         r = run(b.cluster(nodes=(fresh, ready)), [b.pod()])
         assert r.existing[0][0] == "b-ready"
 
@@ -240,7 +243,8 @@ class TestTopologySpread:
 
     def test_hostname_spread_skew_two(self) -> None:
         """maxSkew 2 over hostnames allows two per node."""
-        pods = [b.pod(labels={"app": "web"}, topology_spread=(b.spread(HOST, 2),)) for _ in range(4)]
+        tsc = b.spread(HOST, 2)
+        pods = [b.pod(labels={"app": "web"}, topology_spread=(tsc,)) for _ in range(4)]
         assert len(run(b.cluster(), pods).new_claims) == 2
 
     def test_capacity_type_spread(self) -> None:
@@ -256,8 +260,11 @@ class TestTopologySpread:
         """With nodeAffinityPolicy Honor, only zones the pod may use count toward skew."""
         allowed = b.term((ZONE, "In", ["zone-a", "zone-b"]))
         pods = [
-            b.pod(labels={"app": "web"}, topology_spread=(b.spread(ZONE),),
-                  required_node_terms=(allowed,))
+            b.pod(
+                labels={"app": "web"},
+                topology_spread=(b.spread(ZONE),),
+                required_node_terms=(allowed,),
+            )
             for _ in range(4)
         ]
         assert zones_of(run(b.cluster(), pods)) == {"zone-a": 2, "zone-b": 2}
@@ -265,7 +272,7 @@ class TestTopologySpread:
     def test_min_domains_forces_zero_minimum(self) -> None:
         """minDomains above the eligible count makes the global minimum 0 (at most maxSkew/zone)."""
         tsc = b.spread(ZONE, min_domains=5)
-        pods = [b.pod("p%d" % i, labels={"app": "web"}, topology_spread=(tsc,)) for i in range(4)]
+        pods = [b.pod(f"p{i}", labels={"app": "web"}, topology_spread=(tsc,)) for i in range(4)]
         r = run(b.cluster(), pods)
         assert sum(zones_of(r).values()) == 3
         assert len(r.unschedulable) == 1
@@ -282,8 +289,7 @@ class TestTopologySpread:
         """matchLabelKeys spreads each revision independently."""
         tsc = b.spread(HOST, match_label_keys=("rev",))
         pods = [
-            b.pod(labels={"app": "web", "rev": rev}, topology_spread=(tsc,))
-            for rev in ("1", "2")
+            b.pod(labels={"app": "web", "rev": rev}, topology_spread=(tsc,)) for rev in ("1", "2")
         ]
         assert len(run(b.cluster(), pods).new_claims) == 1
 
@@ -318,16 +324,21 @@ class TestAffinity:
     def test_zonal_anti_affinity_limits_to_zone_count(self) -> None:
         """Zonal anti-affinity admits one pod per zone; the fourth cannot be placed."""
         term = b.affinity_term(ZONE, app="zk")
-        pods = [b.pod(f"z{i}", labels={"app": "zk"}, required_anti_affinity=(term,))
-                for i in range(4)]
+        pods = [
+            b.pod(f"z{i}", labels={"app": "zk"}, required_anti_affinity=(term,)) for i in range(4)
+        ]
         r = run(b.cluster(), pods)
         assert len(zones_of(r)) == 3 and len(r.unschedulable) == 1
 
     def test_inverse_anti_affinity_of_existing_pod(self) -> None:
         """A running pod's required anti-affinity keeps matching pods off its node."""
         n1 = b.node("n1", cpu="8")
-        guard = b.pod("guard", cpu="100m", node_name="n1",
-                      required_anti_affinity=(b.affinity_term(HOST, app="web"),))
+        guard = b.pod(
+            "guard",
+            cpu="100m",
+            node_name="n1",
+            required_anti_affinity=(b.affinity_term(HOST, app="web"),),
+        )
         r = run(b.cluster(nodes=(n1,), pods=(guard,)), [b.pod(labels={"app": "web"})])
         assert not r.existing and len(r.new_claims) == 1
 
@@ -347,8 +358,6 @@ class TestAffinity:
 
     def test_namespace_selector_all(self) -> None:
         """An empty namespaceSelector selects every namespace."""
-        from karpenter.core.scheduling.selectors import LabelSelector
-
         term = PodAffinityTerm(HOST, b.selector(app="x"), namespace_selector=LabelSelector())
         a = b.pod(labels={"app": "x"}, namespace="a", required_anti_affinity=(term,))
         c = b.pod(labels={"app": "x"}, namespace="c", required_anti_affinity=(term,))
@@ -366,7 +375,8 @@ class TestVolumesAndPorts:
 
     def test_storage_class_allowed_topologies(self) -> None:
         """An unbound WaitForFirstConsumer claim follows the class's allowed topologies."""
-        sc = StorageClass("zonal", "ebs", "WaitForFirstConsumer", (b.term((ZONE, "In", ["zone-c"])),))
+        topo = (b.term((ZONE, "In", ["zone-c"])),)
+        sc = StorageClass("zonal", "ebs", "WaitForFirstConsumer", topo)
         pvc = PersistentVolumeClaim("default", "data", "zonal")
         r = run(b.cluster(storage_classes=(sc,), pvcs=(pvc,)), [b.pod(pvc_names=("data",))])
         assert r.new_claims[0].launch.zone == "zone-c"
@@ -381,8 +391,13 @@ class TestVolumesAndPorts:
         pvcs = tuple(PersistentVolumeClaim("default", f"v{i}", "", f"pv{i}") for i in range(2))
         pvs = tuple(PersistentVolume(f"pv{i}", (), csi_driver="ebs") for i in range(2))
         running = b.pod("r", cpu="100m", node_name="n1", pvc_names=("v0",))
-        c = b.cluster(nodes=(b.node("n1"),), pods=(running,), pvcs=pvcs, pvs=pvs,
-                      csinodes=(CSINode("n1", {"ebs": 1}),))
+        c = b.cluster(
+            nodes=(b.node("n1"),),
+            pods=(running,),
+            pvcs=pvcs,
+            pvs=pvs,
+            csinodes=(CSINode("n1", {"ebs": 1}),),
+        )
         r = run(c, [b.pod(pvc_names=("v1",))])
         assert not r.existing and len(r.new_claims) == 1
 
@@ -412,7 +427,8 @@ class TestDaemonsLimitsWeights:
         pool = b.nodepool(taints=(Taint("x", "NoSchedule"),))
         ds = b.daemonset("agent", cpu="1")
         pod = b.pod(cpu="3", tolerations=(Toleration("x", "Exists"),))
-        assert run(b.cluster([pool], daemonsets=(ds,)), [pod]).new_claims[0].launch.instance_type == "m-4x"
+        claim = run(b.cluster([pool], daemonsets=(ds,)), [pod]).new_claims[0]
+        assert claim.launch.instance_type == "m-4x"
 
     def test_daemonset_pods_are_not_provisioned(self) -> None:
         """The solver is never asked to place DaemonSet pods (the loader keeps them out)."""
@@ -447,25 +463,19 @@ class TestDaemonsLimitsWeights:
 
     def test_min_values_strict(self) -> None:
         """minValues on instance types fails when too few types remain."""
-        pool = b.nodepool(
-            requirements=(("node.kubernetes.io/instance-type", "Exists", (), 4),)
-        )
+        pool = b.nodepool(requirements=(("node.kubernetes.io/instance-type", "Exists", (), 4),))
         r = run(b.cluster([pool]), [b.pod("p", cpu="6")])
         assert len(r.unschedulable) == 1 and not r.new_claims
 
     def test_min_values_best_effort(self) -> None:
         """With MIN_VALUES_POLICY=BestEffort the claim launches and says it was relaxed."""
-        pool = b.nodepool(
-            requirements=(("node.kubernetes.io/instance-type", "Exists", (), 4),)
-        )
+        pool = b.nodepool(requirements=(("node.kubernetes.io/instance-type", "Exists", (), 4),))
         r = run(b.cluster([pool]), [b.pod(cpu="6")], min_values_policy="BestEffort")
         assert r.new_claims[0].min_values_relaxed
 
     def test_min_values_keeps_enough_types(self) -> None:
         """Satisfied minValues keeps at least that many types on the claim."""
-        pool = b.nodepool(
-            requirements=(("node.kubernetes.io/instance-type", "Exists", (), 3),)
-        )
+        pool = b.nodepool(requirements=(("node.kubernetes.io/instance-type", "Exists", (), 3),))
         r = run(b.cluster([pool]), [b.pod(cpu="1")])
         assert len(r.new_claims[0].instance_types) >= 3
 

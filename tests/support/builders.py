@@ -137,8 +137,12 @@ def node(
 ) -> Node:
     """An existing, ready Node."""
     alloc = requests(cpu=cpu, memory=memory, pods=110)
-    all_labels = {"kubernetes.io/hostname": name, "kubernetes.io/arch": "amd64",
-                  "kubernetes.io/os": "linux", **(labels or {})}
+    all_labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/os": "linux",
+        **(labels or {}),
+    }
     return Node(name, all_labels, {}, tuple(taints), alloc, alloc, **kw)
 
 
