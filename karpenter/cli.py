@@ -1,0 +1,87 @@
+"""Command-line entry: parses arguments and hands over to a composition root.
+
+``karpenter simulate`` runs the decision core offline (see ``docs/simulate.md`` and the contract
+in the shared spec). Exit status 0 when the simulation ran, 2 for bad input with one line on
+stderr naming the document and field at fault; never a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from pydantic import ValidationError
+
+from karpenter import settings as settings_mod
+from karpenter.simulate import loader, output, runner
+
+EXIT_BAD_INPUT = 2
+
+
+def _parse_now(text: str) -> float:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"--now: not an RFC3339 time: {text!r}") from err
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="karpenter", description="Kubernetes node autoscaler")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser("simulate", help="what would the controller do with this cluster?")
+    sim.add_argument("files", nargs="+", metavar="FILE", help="YAML files, or - for stdin")
+    sim.add_argument("--disruption", action="store_true", help="disruption mode")
+    sim.add_argument("--output", choices=("json", "table"), default=None)
+    sim.add_argument("--now", type=_parse_now, default=None, help="RFC3339 clock for decisions")
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"karpenter: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def simulate(args: argparse.Namespace) -> int:
+    """Run ``karpenter simulate``."""
+    try:
+        settings = settings_mod.Settings()
+    except (ValidationError, ValueError) as err:
+        return _fail(f"invalid settings: {settings_mod.describe_error(err)}")
+    stdin_text = sys.stdin.read() if "-" in args.files else None
+    try:
+        scenario = loader.load(list(args.files), stdin_text, settings)
+    except loader.ScenarioError as err:
+        return _fail(str(err))
+    now = args.now if args.now is not None else datetime.now(UTC).timestamp()  # noqa: TID251 - the CLI is the shell; the core takes `now` as an argument
+    options = settings.core_options()
+    if args.disruption:
+        return _fail("--disruption: disruption mode is not implemented yet")
+    del now  # provisioning decisions do not depend on the clock
+    doc = runner.provisioning(scenario, options)
+    table = output.provisioning_table
+    fmt = args.output or ("table" if sys.stdout.isatty() else "json")
+    if fmt == "json":
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(table(doc))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``karpenter`` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "simulate":
+            return simulate(args)
+    except BrokenPipeError:
+        # The reader went away (``| head``); nothing left to say, and no traceback.
+        sys.stderr.close()
+        return 0
+    return _fail(f"unknown command {args.command}")

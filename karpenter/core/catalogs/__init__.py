@@ -1,0 +1,1 @@
+"""Built-in instance-type catalogs of the simulated cloud (pure data generators)."""

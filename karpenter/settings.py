@@ -1,0 +1,121 @@
+"""Settings: the controller's (and simulator's) configuration from upstream's environment names.
+
+Values come from environment variables with upstream Karpenter's names and defaults; invalid
+values fail fast with the variable named. ``core_options`` turns them into the plain options
+value the decision core takes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from karpenter.core.model.cluster import Options
+
+DEFAULT_FEATURE_GATES = {
+    "NodeRepair": False,
+    "ReservedCapacity": True,
+    "SpotToSpotConsolidation": False,
+    "NodeOverlay": False,
+    "StaticCapacity": False,
+    "CapacityBuffer": False,
+}
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|m|s|ms|us|µs|ns))+$")
+_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_duration(text: str) -> float:
+    """A Go duration (``1s``, ``500ms``, ``1h30m``) in seconds."""
+    text = text.strip()
+    if text == "0":
+        return 0.0
+    if not _DURATION.match(text):
+        raise ValueError(f"invalid duration {text!r} (examples: 10s, 500ms, 1m30s)")
+    return sum(float(n) * _UNITS[u] for n, u in _PART.findall(text))
+
+
+def parse_feature_gates(text: str) -> dict[str, bool]:
+    """``A=true,B=false`` merged over the defaults."""
+    gates = dict(DEFAULT_FEATURE_GATES)
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or value.lower() not in ("true", "false"):
+            raise ValueError(f"invalid feature gate {item!r} (expected Name=true|false)")
+        gates[name.strip()] = value.lower() == "true"
+    return gates
+
+
+class Settings(BaseSettings):
+    """Controller settings (immutable once read)."""
+
+    model_config = SettingsConfigDict(frozen=True, case_sensitive=True, extra="ignore")
+
+    CLUSTER_NAME: str = ""
+    AWS_REGION: str = "us-west-2"
+    BATCH_MAX_DURATION: str = "10s"
+    BATCH_IDLE_DURATION: str = "1s"
+    PREFERENCE_POLICY: Literal["Respect", "Ignore"] = "Respect"
+    MIN_VALUES_POLICY: Literal["Strict", "BestEffort"] = "Strict"
+    FEATURE_GATES: str = ""
+    LOG_LEVEL: Literal["debug", "info", "error", ""] = "info"
+    METRICS_PORT: int = 8080
+    HEALTH_PROBE_PORT: int = 8081
+    KUBE_CLIENT_QPS: int = 200
+    KUBE_CLIENT_BURST: int = 300
+    DISABLE_LEADER_ELECTION: bool = False
+    LEADER_ELECTION_NAME: str = "karpenter-leader-election"
+    LEADER_ELECTION_NAMESPACE: str = ""
+    CPU_REQUESTS: int = 1000
+    MEMORY_LIMIT: int = -1
+
+    @field_validator("BATCH_MAX_DURATION", "BATCH_IDLE_DURATION")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        parse_duration(value)
+        return value
+
+    @field_validator("FEATURE_GATES")
+    @classmethod
+    def _gates(cls, value: str) -> str:
+        parse_feature_gates(value)
+        return value
+
+    @property
+    def feature_gates(self) -> dict[str, bool]:
+        """Feature gates merged over upstream's defaults."""
+        return parse_feature_gates(self.FEATURE_GATES)
+
+    @property
+    def batch_max_seconds(self) -> float:
+        """BATCH_MAX_DURATION in seconds."""
+        return parse_duration(self.BATCH_MAX_DURATION)
+
+    @property
+    def batch_idle_seconds(self) -> float:
+        """BATCH_IDLE_DURATION in seconds."""
+        return parse_duration(self.BATCH_IDLE_DURATION)
+
+    def core_options(self) -> Options:
+        """The options the decision core takes."""
+        gates = self.feature_gates
+        return Options(
+            preference_policy=self.PREFERENCE_POLICY,
+            min_values_policy=self.MIN_VALUES_POLICY,
+            spot_to_spot_consolidation=gates["SpotToSpotConsolidation"],
+            node_overlay=gates["NodeOverlay"],
+        )
+
+
+def describe_error(err: Exception) -> str:
+    """One line naming each invalid variable and why."""
+    if isinstance(err, ValidationError):
+        parts = []
+        for e in err.errors():
+            name = ".".join(str(p) for p in e["loc"])
+            parts.append(f"{name}: {e['msg'].removeprefix('Value error, ')}")
+        return "; ".join(parts)
+    return str(err)

@@ -1,0 +1,234 @@
+"""Loading a simulation scenario: YAML documents → validated API objects → a core snapshot.
+
+Every document is checked against the contract's table of kinds; any problem becomes one
+``ScenarioError`` line naming the file, the document and the field, so the CLI can exit 2
+without a traceback. YAML goes through the C loader when available (large inputs parse fast;
+JSON is valid YAML).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from karpenter.api import crds, kube, simulation
+from karpenter.api.errors import DecodeError
+from karpenter.core.catalogs.fake import fake_instance_types
+from karpenter.core.model.cluster import Cluster, DaemonSet, NodeOverlay, PodDisruptionBudget
+from karpenter.core.model.instancetype import InstanceType
+from karpenter.core.model.node import Node, NodeClaim
+from karpenter.core.model.nodepool import NodePool
+from karpenter.core.model.pod import Pod
+from karpenter.core.model.storage import (
+    CSINode,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+)
+from karpenter.settings import Settings
+
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class ScenarioError(ValueError):
+    """Bad input: one line naming the file, document and field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A loaded scenario: the snapshot and its pending pods."""
+
+    cluster: Cluster
+    pending: tuple[Pod, ...]
+
+
+_KINDS: dict[str, str] = {
+    "NodePool": "karpenter.sh/v1",
+    "NodeClaim": "karpenter.sh/v1",
+    "NodeOverlay": "karpenter.sh/v1alpha1",
+    "Pod": "v1",
+    "Node": "v1",
+    "DaemonSet": "apps/v1",
+    "PodDisruptionBudget": "policy/v1",
+    "PersistentVolumeClaim": "v1",
+    "PersistentVolume": "v1",
+    "StorageClass": "storage.k8s.io/v1",
+    "CSINode": "storage.k8s.io/v1",
+    "InstanceType": "simulation.karpenter.sh/v1alpha1",
+    "InstanceTypeCatalog": "simulation.karpenter.sh/v1alpha1",
+}
+
+_DECODERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
+    "NodePool": lambda o: crds.NodePoolDoc.model_validate(o).to_core(),
+    "NodeClaim": lambda o: crds.NodeClaimDoc.model_validate(o).to_core(),
+    "NodeOverlay": lambda o: crds.NodeOverlayDoc.model_validate(o).to_core(),
+    "Pod": kube.pod,
+    "Node": kube.node,
+    "DaemonSet": kube.daemonset,
+    "PodDisruptionBudget": kube.pdb,
+    "PersistentVolumeClaim": kube.pvc,
+    "PersistentVolume": kube.pv,
+    "StorageClass": kube.storage_class,
+    "CSINode": kube.csinode,
+    "InstanceType": simulation.instance_type,
+    "InstanceTypeCatalog": simulation.catalog,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Doc:
+    source: str
+    index: int
+    body: Mapping[str, Any]
+
+    def where(self) -> str:
+        kind = self.body.get("kind", "?")
+        meta = self.body.get("metadata") if isinstance(self.body.get("metadata"), Mapping) else {}
+        name = meta.get("name", "") if isinstance(meta, Mapping) else ""
+        ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+        ident = f"{ns}/{name}" if ns else str(name)
+        return f"{self.source}: document {self.index} ({kind} {ident})".replace(" )", ")")
+
+
+def _documents(source: str, text: str) -> Iterator[_Doc]:
+    try:
+        raw_docs = list(yaml.load_all(text, Loader=_LOADER))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or "invalid YAML"
+        raise ScenarioError(f"{source}: invalid YAML{where}: {problem}") from None
+    for index, body in enumerate(raw_docs, 1):
+        if body is None:
+            continue
+        if not isinstance(body, Mapping):
+            raise ScenarioError(f"{source}: document {index}: expected a Kubernetes object")
+        if body.get("kind") == "List":
+            items = body.get("items") or []
+            if not isinstance(items, list):
+                raise ScenarioError(f"{source}: document {index} (List): items: expected a list")
+            for sub, item in enumerate(items):
+                if not isinstance(item, Mapping):
+                    raise ScenarioError(
+                        f"{source}: document {index} (List): items[{sub}]: expected an object"
+                    )
+                yield _Doc(f"{source}", index, item)
+            continue
+        yield _Doc(source, index, body)
+
+
+def _decode(doc: _Doc) -> tuple[str, object]:
+    kind = doc.body.get("kind")
+    if not isinstance(kind, str) or kind not in _KINDS:
+        known = ", ".join(sorted(_KINDS))
+        raise ScenarioError(f"{doc.where()}: kind: unknown kind {kind!r} (known: {known})")
+    if doc.body.get("apiVersion") != _KINDS[kind]:
+        got = doc.body.get("apiVersion")
+        raise ScenarioError(f"{doc.where()}: apiVersion: {kind} needs {_KINDS[kind]}, got {got!r}")
+    try:
+        return kind, _DECODERS[kind](doc.body)
+    except DecodeError as err:
+        raise ScenarioError(f"{doc.where()}: {err}") from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        path = crds.pydantic_path(tuple(first["loc"]))
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ScenarioError(f"{doc.where()}: {path}: {msg}") from None
+
+
+def _name(kind: str, value: object) -> tuple[str, str, str]:
+    ns = getattr(value, "namespace", "")
+    name = getattr(value, "name", "")
+    return (kind, str(ns), str(name))
+
+
+def _read(paths: Sequence[str], stdin_text: str | None) -> Iterator[tuple[str, str, Path]]:
+    for path in paths:
+        if path == "-":
+            yield "<stdin>", stdin_text or "", Path.cwd()
+            continue
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as err:
+            raise ScenarioError(f"{path}: cannot read: {err.strerror}") from None
+        yield path, text, Path(path).resolve().parent
+
+
+def load(
+    paths: Sequence[str], stdin_text: str | None = None, settings: Settings | None = None
+) -> Scenario:
+    """Load scenario files into a snapshot (raises ScenarioError)."""
+    del settings  # overlays arrive with the NodeOverlay gate's implementation
+    objects: dict[str, list[object]] = {k: [] for k in _KINDS}
+    seen: dict[tuple[str, str, str], str] = {}
+    for source, text, _base in _read(paths, stdin_text):
+        for doc in _documents(source, text):
+            kind, value = _decode(doc)
+            if kind != "InstanceTypeCatalog":
+                key = _name(kind, value)
+                if key in seen:
+                    raise ScenarioError(
+                        f"{doc.where()}: metadata.name: duplicate {kind} (first in {seen[key]})"
+                    )
+                seen[key] = f"{doc.source} document {doc.index}"
+            objects[kind].append(value)
+    return _scenario(objects)
+
+
+def _catalog(objects: Mapping[str, list[object]]) -> tuple[InstanceType, ...]:
+    explicit = [t for t in objects["InstanceType"] if isinstance(t, InstanceType)]
+    presets = [c for c in objects["InstanceTypeCatalog"] if isinstance(c, simulation.CatalogSpec)]
+    types: list[InstanceType] = list(explicit)
+    for preset in presets:
+        if preset.preset == "fake":
+            types.extend(fake_instance_types(preset.count))
+        else:
+            raise ScenarioError(
+                "InstanceTypeCatalog: spec.preset: the aws preset is not available yet "
+                "(it arrives with the AWS provider); use preset: fake or InstanceType documents"
+            )
+    if not explicit and not presets:
+        raise ScenarioError(
+            "no InstanceType or InstanceTypeCatalog document: the default aws preset is not "
+            "available yet (it arrives with the AWS provider); add an InstanceTypeCatalog with "
+            "preset: fake, or InstanceType documents"
+        )
+    names = [t.name for t in types]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ScenarioError(f"InstanceType: metadata.name: duplicate instance type {dupes[0]}")
+    return tuple(types)
+
+
+def _scenario(objects: Mapping[str, list[object]]) -> Scenario:
+    def of(kind: str, cls: type[Any]) -> tuple[Any, ...]:
+        return tuple(o for o in objects[kind] if isinstance(o, cls))
+
+    types = _catalog(objects)
+    pools: tuple[NodePool, ...] = of("NodePool", NodePool)
+    pods: tuple[Pod, ...] = of("Pod", Pod)
+    namespaces = sorted({p.namespace for p in pods})
+    cluster = Cluster(
+        nodepools=pools,
+        instance_types={p.name: types for p in pools},
+        nodes=of("Node", Node),
+        nodeclaims=of("NodeClaim", NodeClaim),
+        pods=pods,
+        daemonsets=of("DaemonSet", DaemonSet),
+        pdbs=of("PodDisruptionBudget", PodDisruptionBudget),
+        pvcs=of("PersistentVolumeClaim", PersistentVolumeClaim),
+        pvs=of("PersistentVolume", PersistentVolume),
+        storage_classes=of("StorageClass", StorageClass),
+        csinodes=of("CSINode", CSINode),
+        overlays=of("NodeOverlay", NodeOverlay),
+        namespace_labels={ns: {"kubernetes.io/metadata.name": ns} for ns in namespaces},
+    )
+    pending = tuple(
+        p for p in pods if not p.node_name and not p.is_terminal() and not p.is_daemonset_pod()
+    )
+    return Scenario(cluster, pending)
