@@ -22,6 +22,43 @@ from karpenter.core.scheduling.requirements import Requirement, Requirements
 _ANY = Requirement("", True, frozenset())
 
 
+CAPACITY_PRIORITY = {lbl.CAPACITY_TYPE_RESERVED: 0, lbl.CAPACITY_TYPE_SPOT: 1}
+
+
+def offer_rank(offering: Offering) -> tuple[float, int]:
+    """Cheaper first; at equal price reserved, then spot, then on-demand."""
+    return (offering.price, CAPACITY_PRIORITY.get(offering.capacity_type, 2))
+
+
+@dataclass(frozen=True, slots=True)
+class Priced:
+    """Types ordered by their cheapest usable offering, with the capacity types usable."""
+
+    order: tuple[tuple[int, Offering], ...]
+    capacity_types: tuple[frozenset[str], ...]
+
+    @staticmethod
+    def build(types: Sequence[InstanceType], zone: Requirement, ctype: Requirement) -> Priced:
+        """Rank every type by (price, reserved < spot < on-demand, catalog order)."""
+        ranked = []
+        usable: list[frozenset[str]] = []
+        for index, it in enumerate(types):
+            offers = [
+                o
+                for o in it.offerings
+                if o.available and zone.has(o.zone) and ctype.has(o.capacity_type)
+            ]
+            usable.append(frozenset(o.capacity_type for o in offers))
+            if offers:
+                best = min(
+                    offers, key=lambda o: (o.price, CAPACITY_PRIORITY.get(o.capacity_type, 2))
+                )
+                key = (best.price, CAPACITY_PRIORITY.get(best.capacity_type, 2), index)
+                ranked.append((key, index, best))
+        ranked.sort(key=lambda r: r[0])
+        return Priced(tuple((i, o) for _, i, o in ranked), tuple(usable))
+
+
 @dataclass(frozen=True, slots=True)
 class _Threshold:
     values: list[int]
@@ -59,6 +96,7 @@ class Catalog:
         self._offer_masks: dict[tuple[Requirement, Requirement], int] = {}
         self._thresholds: dict[str, _Threshold] = {}
         self._pairs: dict[tuple[str, str], int] = {}
+        self._priced: dict[tuple[Requirement, Requirement], Priced] = {}
         for index, it in enumerate(self.types):
             for o in it.offerings:
                 if o.available:
@@ -119,6 +157,16 @@ class Catalog:
                 mask |= pair_mask
         self._offer_masks[(zone, ctype)] = mask
         return mask
+
+    def priced(self, reqs: Requirements) -> Priced:
+        """Types by their cheapest offering ``reqs`` allow (memoized per zone/capacity type)."""
+        zone = reqs.get(lbl.ZONE, _ANY)
+        ctype = reqs.get(lbl.CAPACITY_TYPE, _ANY)
+        cached = self._priced.get((zone, ctype))
+        if cached is None:
+            cached = Priced.build(self.types, zone, ctype)
+            self._priced[(zone, ctype)] = cached
+        return cached
 
     def fits(self, requests: Resources) -> int:
         """Types whose allocatable covers every requested resource."""

@@ -14,14 +14,12 @@ from dataclasses import dataclass, field
 
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
-from karpenter.core.model.instancetype import InstanceType, Offering
+from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.build import PLACEHOLDER_KEYS, PassContext
 from karpenter.core.provisioning.targets import Claim
 from karpenter.core.scheduling.requirements import Requirement, Requirements
 from karpenter.core.scheduling.taints import Taint
-
-_CAPACITY_PRIORITY = {lbl.CAPACITY_TYPE_RESERVED: 0, lbl.CAPACITY_TYPE_SPOT: 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,38 +62,6 @@ class Results:
     def price(self) -> float:
         """Hourly price of the NodeClaims to launch."""
         return sum(c.launch.price for c in self.new_claims)
-
-
-def cheapest_offering(it: InstanceType, reqs: Requirements) -> Offering | None:
-    """The cheapest available offering of ``it`` in a zone / capacity type ``reqs`` allow."""
-    zone = reqs.get_or_exists(lbl.ZONE)
-    ctype = reqs.get_or_exists(lbl.CAPACITY_TYPE)
-    best: Offering | None = None
-    for o in it.offerings:
-        if not (o.available and zone.has(o.zone) and ctype.has(o.capacity_type)):
-            continue
-        if best is None or _offer_key(o) < _offer_key(best):
-            best = o
-    return best
-
-
-def _offer_key(o: Offering) -> tuple[float, int]:
-    return (o.price, _CAPACITY_PRIORITY.get(o.capacity_type, 2))
-
-
-def order_by_price(
-    types: Sequence[InstanceType], reqs: Requirements
-) -> list[tuple[InstanceType, Offering]]:
-    """Types with a usable offering, cheapest first (ties keep catalog order)."""
-    priced = []
-    for index, it in enumerate(types):
-        offer = cheapest_offering(it, reqs)
-        if offer is not None:
-            priced.append(
-                (offer.price, _CAPACITY_PRIORITY.get(offer.capacity_type, 2), index, it, offer)
-            )
-    priced.sort(key=lambda p: p[:3])
-    return [(p[3], p[4]) for p in priced]
 
 
 def min_values_met(reqs: Requirements, types: Sequence[InstanceType]) -> list[str]:
@@ -143,30 +109,28 @@ def finalize_claim(ctx: PassContext, claim: Claim) -> NewNodeClaim | str:
     """Turn a claim into a NewNodeClaim, or say why it cannot be launched."""
     t = claim.template
     catalog = t.catalog
-    types = [catalog.types[i] for i in catalog.indices(claim.mask)]
-    ordered = order_by_price(types, claim.requirements)
-    truncated = ordered[: ctx.options.max_instance_types]
-    kept = [it for it, _ in truncated]
+    priced = catalog.priced(claim.requirements)
+    limit = ctx.options.max_instance_types
+    truncated = []
+    for index, offer in priced.order:
+        if claim.mask >> index & 1:
+            truncated.append((index, offer))
+            if len(truncated) == limit:
+                break
+    kept = [catalog.types[i] for i, _ in truncated]
     failures = min_values_met(claim.requirements, kept)
     if failures and t.strict_min_values:
         return "; ".join(failures) + " after truncating to the cheapest instance types"
     if not truncated:
         return "no instance type has an available offering"
-    launched, offer = truncated[0]
+    launched, offer = kept[0], truncated[0][1]
     launch = Launch(launched.name, offer.zone, offer.capacity_type, offer.price)
-    ctypes = {
-        o.capacity_type
-        for it in kept
-        for o in it.offerings
-        if o.available
-        and claim.requirements.get_or_exists(lbl.ZONE).has(o.zone)
-        and claim.requirements.get_or_exists(lbl.CAPACITY_TYPE).has(o.capacity_type)
-    }
+    ctypes = frozenset().union(*(priced.capacity_types[i] for i, _ in truncated))
     reqs = claim.requirements.without(PLACEHOLDER_KEYS | {lbl.HOSTNAME}).intersect(
         Requirements(
             (
                 Requirement(lbl.INSTANCE_TYPE, False, frozenset(it.name for it in kept)),
-                Requirement(lbl.CAPACITY_TYPE, False, frozenset(ctypes)),
+                Requirement(lbl.CAPACITY_TYPE, False, ctypes),
             )
         )
     )
