@@ -1,0 +1,158 @@
+"""`karpenter simulate` end to end: the JSON contract on the examples, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from karpenter import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def simulate(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "karpenter", "simulate", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def doc(path: str) -> dict:  # type: ignore[type-arg]
+    result = simulate(str(EXAMPLES / path), "--output", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_contract_shape() -> None:
+    """The provisioning document has exactly the contract's keys and a consistent price."""
+    out = doc("webapp-zonal-spread.yaml")
+    assert set(out) == {"nodeClaims", "existingNodes", "unschedulable", "pricePerHour"}
+    claim = out["nodeClaims"][0]
+    assert set(claim) == {"name", "nodePool", "instanceTypes", "launch", "labels", "taints", "pods"}
+    assert claim["name"] == "simulated-1"
+    assert claim["labels"]["kubernetes.io/hostname"] == "simulated-1"
+    assert claim["labels"]["karpenter.sh/nodepool"] == "default"
+    assert claim["launch"]["instanceType"] == claim["instanceTypes"][0]
+    assert out["pricePerHour"] == pytest.approx(
+        sum(c["launch"]["price"] for c in out["nodeClaims"])
+    )
+
+
+def test_webapp_spreads_over_three_zones() -> None:
+    """Six replicas with a zonal spread of skew 1 land two per zone."""
+    out = doc("webapp-zonal-spread.yaml")
+    zones = [c["launch"]["zone"] for c in out["nodeClaims"] for _ in c["pods"]]
+    assert sorted(zones) == ["test-zone-1"] * 2 + ["test-zone-2"] * 2 + ["test-zone-3"] * 2
+
+
+def test_gpu_pool_limit_and_taint() -> None:
+    """Trainers go to the tainted GPU pool until its CPU limit; the API pod to general."""
+    out = doc("gpu-pool.yaml")
+    pools = {p: c["nodePool"] for c in out["nodeClaims"] for p in c["pods"]}
+    assert pools["default/api-1"] == "general"
+    assert pools["ml/trainer-1"] == pools["ml/trainer-2"] == "gpu"
+    assert out["unschedulable"] == [
+        {
+            "pod": "ml/trainer-3",
+            "reason": "NodePool gpu: limits cpu=8 exceeded; NodePool general: no instance type "
+            "has 8Gi memory; largest allocatable is 7.13Gi",
+        }
+    ]
+    gpu = next(c for c in out["nodeClaims"] if c["nodePool"] == "gpu")
+    assert gpu["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+
+
+def test_spot_on_demand_mix() -> None:
+    """On-demand-only pods use the on-demand pool; others prefer the heavier spot pool."""
+    out = doc("spot-ondemand-mix.yaml")
+    by_pod = {p: c for c in out["nodeClaims"] for p in c["pods"]}
+    assert by_pod["default/payments-1"]["launch"]["capacityType"] == "on-demand"
+    assert by_pod["default/batch-2"]["nodePool"] == "spot"
+    assert out["existingNodes"] == [{"name": "existing-1", "pods": ["default/batch-1"]}]
+
+
+def test_cannot_fit_reasons() -> None:
+    """Pods that cannot be placed are listed with actionable reasons; the run still exits 0."""
+    out = doc("cannot-fit.yaml")
+    reasons = {u["pod"]: u["reason"] for u in out["unschedulable"]}
+    assert reasons == {
+        "default/big-1": "no instance type has 200 cpu; largest allocatable is 95.9",
+        "default/spot-only": "incompatible with NodePool default: requirement "
+        "karpenter.sh/capacity-type In [spot] vs NodePool NotIn [spot]",
+    }
+
+
+def test_table_output() -> None:
+    """--output table prints a summary for people."""
+    result = simulate(str(EXAMPLES / "cannot-fit.yaml"), "--output", "table")
+    assert "cannot be scheduled" in result.stdout and result.returncode == 0
+
+
+POD = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n"
+CATALOG = (
+    "apiVersion: simulation.karpenter.sh/v1alpha1\nkind: InstanceTypeCatalog\n"
+    "metadata: {name: c}\nspec: {preset: fake, count: 4}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        pytest.param(
+            "kind: Foo\n", "document 2 (Foo): kind: unknown kind 'Foo'", id="unknown-kind"
+        ),
+        pytest.param(
+            "apiVersion: v2\nkind: Pod\nmetadata: {name: p}\n",
+            "document 2 (Pod p): apiVersion: Pod needs v1",
+            id="wrong-api-version",
+        ),
+        pytest.param(
+            POD.replace("[{name: c}]", "[{name: c, resources: {requests: {cpu: abc}}}]"),
+            "spec.containers[0].resources.requests.cpu: invalid quantity 'abc'",
+            id="bad-quantity",
+        ),
+        pytest.param(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n"
+            "  template: {spec: {requirements: [{key: a, operator: Near, values: [x]}]}}\n",
+            "spec.template.spec.requirements[0]",
+            id="bad-operator",
+        ),
+        pytest.param(POD + "---\n" + POD, "metadata.name: duplicate Pod", id="duplicate"),
+        pytest.param("a: [1,\n", "invalid YAML", id="bad-yaml"),
+        pytest.param(POD, "aws preset is not available yet", id="default-aws-preset"),
+        pytest.param(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n"
+            "  disruption: {budgets: [{nodes: '150%'}]}\n",
+            "spec.disruption.budgets[0]",
+            id="bad-budget",
+        ),
+        pytest.param(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n"
+            "  template: {metadata: {labels: {kubernetes.io/hostname: x}}}\n",
+            "restricted",
+            id="restricted-label",
+        ),
+        pytest.param(
+            POD.replace("spec: {", "spec: {tolerations: [{key: a, operator: Near}], "),
+            "spec.tolerations[0].operator",
+            id="bad-toleration",
+        ),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(text: str, fragment: str) -> None:
+    """Bad input exits 2 with one line naming the document and field, never a traceback."""
+    result = simulate("-", stdin=CATALOG + "---\n" + text if "aws" not in fragment else text)
+    assert result.returncode == cli.EXIT_BAD_INPUT
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
