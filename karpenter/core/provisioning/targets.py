@@ -33,6 +33,18 @@ LIMITS = Reject("limits", "", False)
 MIN_VALUES = Reject("min-values", "", True)
 
 
+def _tolerated(
+    cache: dict[tuple[Toleration, ...], bool],
+    taints: tuple[Taint, ...],
+    tolerations: tuple[Toleration, ...],
+) -> bool:
+    # Pods of one Deployment share a tolerations tuple, so one check serves them all.
+    ok = cache.get(tolerations)
+    if ok is None:
+        ok = cache[tolerations] = not untolerated(taints, tolerations)
+    return ok
+
+
 @dataclass(slots=True)
 class Template:
     """A NodePool ready for the pass: catalog, merged requirements, daemons, limits."""
@@ -50,12 +62,8 @@ class Template:
     _taint_cache: dict[tuple[Toleration, ...], bool] = field(default_factory=dict)
 
     def tolerated(self, tolerations: tuple[Toleration, ...]) -> bool:
-        """Whether pods with these tolerations tolerate the pool's taints (memoized)."""
-        ok = self._taint_cache.get(tolerations)
-        if ok is None:
-            ok = not untolerated(self.taints, tolerations)
-            self._taint_cache[tolerations] = ok
-        return ok
+        """Whether pods with these tolerations tolerate the taints here (memoized)."""
+        return _tolerated(self._taint_cache, self.taints, tolerations)
 
     def fit_mask(self, requests: res.Resources, ports: tuple[HostPort, ...]) -> int:
         """Types that fit ``requests`` plus the daemons they would run (port clashes excluded)."""
@@ -181,12 +189,8 @@ class Existing:
     _taint_cache: dict[tuple[Toleration, ...], bool] = field(default_factory=dict)
 
     def tolerated(self, tolerations: tuple[Toleration, ...]) -> bool:
-        """Whether pods with these tolerations tolerate the node's taints (memoized)."""
-        ok = self._taint_cache.get(tolerations)
-        if ok is None:
-            ok = not untolerated(self.taints, tolerations)
-            self._taint_cache[tolerations] = ok
-        return ok
+        """Whether pods with these tolerations tolerate the taints here (memoized)."""
+        return _tolerated(self._taint_cache, self.taints, tolerations)
 
     def volumes_fit(self, volumes: PodVolumes) -> bool:
         """CSI attach limits hold with the pod's volumes added."""
