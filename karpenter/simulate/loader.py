@@ -30,6 +30,7 @@ from karpenter.core.model.storage import (
     PersistentVolumeClaim,
     StorageClass,
 )
+from karpenter.core.provisioning import overlays
 from karpenter.settings import Settings
 
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -163,7 +164,6 @@ def load(
     paths: Sequence[str], stdin_text: str | None = None, settings: Settings | None = None
 ) -> Scenario:
     """Load scenario files into a snapshot (raises ScenarioError)."""
-    del settings  # overlays arrive with the NodeOverlay gate's implementation
     objects: dict[str, list[object]] = {k: [] for k in _KINDS}
     seen: dict[tuple[str, str, str], str] = {}
     for source, text, _base in _read(paths, stdin_text):
@@ -177,7 +177,8 @@ def load(
                     )
                 seen[key] = f"{doc.source} document {doc.index}"
             objects[kind].append(value)
-    return _scenario(objects)
+    overlay_gate = settings.feature_gates["NodeOverlay"] if settings is not None else False
+    return _scenario(objects, overlay_gate)
 
 
 def _catalog(objects: Mapping[str, list[object]]) -> tuple[InstanceType, ...]:
@@ -205,7 +206,7 @@ def _catalog(objects: Mapping[str, list[object]]) -> tuple[InstanceType, ...]:
     return tuple(types)
 
 
-def _scenario(objects: Mapping[str, list[object]]) -> Scenario:
+def _scenario(objects: Mapping[str, list[object]], overlay_gate: bool) -> Scenario:
     def of(kind: str, cls: type[Any]) -> tuple[Any, ...]:
         return tuple(o for o in objects[kind] if isinstance(o, cls))
 
@@ -215,7 +216,12 @@ def _scenario(objects: Mapping[str, list[object]]) -> Scenario:
     namespaces = sorted({p.namespace for p in pods})
     cluster = Cluster(
         nodepools=pools,
-        instance_types={p.name: types for p in pools},
+        instance_types={
+            p.name: overlays.apply(p, types, of("NodeOverlay", NodeOverlay))
+            if overlay_gate
+            else types
+            for p in pools
+        },
         nodes=of("Node", Node),
         nodeclaims=of("NodeClaim", NodeClaim),
         pods=pods,
