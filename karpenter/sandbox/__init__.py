@@ -1,0 +1,1 @@
+"""Sandboxes: real Kubernetes components run locally so tests exercise genuine API behaviour."""

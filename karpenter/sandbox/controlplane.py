@@ -1,0 +1,532 @@
+"""A local Kubernetes control plane (etcd + apiserver + scheduler + controller-manager) for tests.
+
+`LocalControlPlane` runs the real upstream binaries built by `hack/build-controlplane.sh` as
+child processes on loopback ports, with a throwaway PKI, so end-to-end tests talk to a genuine
+apiserver (CRD schema validation, CEL rules, defaulting, watches) and a genuine kube-scheduler.
+There are no kubelets: tests create Node objects themselves.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import ipaddress
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+__all__ = ["ControlPlaneError", "LocalControlPlane", "ensure_binaries"]
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+_BUILD_SCRIPT = _REPO_ROOT / "hack" / "build-controlplane.sh"
+_SERVICE_CIDR = "10.0.0.0/24"
+# The first address of the service range is the in-cluster `kubernetes` Service; the serving
+# certificate names it so in-cluster style clients would also verify.
+_KUBERNETES_SERVICE_IP = "10.0.0.1"
+_STOP_GRACE_S = 10.0
+_BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be built or started; the message carries the log tail."""
+
+
+def ensure_binaries(timeout_s: float = 3600.0) -> Path:
+    """Return the directory holding the control-plane binaries, building them if needed.
+
+    The build script is idempotent and exits at once when its cache is warm, so calling this
+    every session is cheap. Failures raise, never skip: a test run that cannot build its
+    control plane must go red.
+    """
+    override = os.environ.get("KARPENTER_CONTROLPLANE_BIN_DIR")
+    if override:
+        return _checked_bin_dir(Path(override))
+    if not _BUILD_SCRIPT.is_file():
+        raise ControlPlaneError(f"build script not found at {_BUILD_SCRIPT}")
+    proc = subprocess.run(
+        ["bash", str(_BUILD_SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise ControlPlaneError(
+            f"{_BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{_tail(proc.stderr)}"
+        )
+    lines = proc.stdout.strip().splitlines()
+    if not lines:
+        raise ControlPlaneError(f"{_BUILD_SCRIPT} printed no bin dir:\n{_tail(proc.stderr)}")
+    return _checked_bin_dir(Path(lines[-1]))
+
+
+def _checked_bin_dir(bin_dir: Path) -> Path:
+    missing = [b for b in _BINARIES if not os.access(bin_dir / b, os.X_OK)]
+    if missing:
+        raise ControlPlaneError(f"{bin_dir} lacks executables: {', '.join(missing)}")
+    return bin_dir
+
+
+def _tail(text: str, lines: int = 40) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _free_port() -> int:
+    # Binding port 0 lets the kernel choose; the tiny race until the child binds it is acceptable
+    # for tests and avoids fixed ports that collide between parallel sessions.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# --- PKI -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _KeyPair:
+    cert: Path
+    key: Path
+
+
+def _new_key() -> rsa.RSAPrivateKey:
+    # 2048-bit RSA: accepted everywhere and generated in milliseconds.
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _write_key(key: rsa.RSAPrivateKey, path: Path) -> None:
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    path.chmod(0o600)
+
+
+class _Pki:
+    """A throwaway certificate authority and the leaf certificates the components need."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        # Certificate validity is about the real wall clock that the apiserver checks against,
+        # not the controllers' injectable clock.
+        self._now = datetime.datetime.now(datetime.UTC)  # noqa: TID251
+        self._ca_key = _new_key()
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "karpenter-test-ca")])
+        self._ca_cert = (
+            self._builder(name, self._ca_key)
+            .issuer_name(name)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .sign(self._ca_key, hashes.SHA256())
+        )
+        self.ca = _KeyPair(directory / "ca.crt", directory / "ca.key")
+        self.ca.cert.write_bytes(self._ca_cert.public_bytes(serialization.Encoding.PEM))
+        _write_key(self._ca_key, self.ca.key)
+
+    def _builder(self, subject: x509.Name, key: rsa.RSAPrivateKey) -> x509.CertificateBuilder:
+        return (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            # Backdated so that small clock differences never make a fresh cert "not yet valid".
+            .not_valid_before(self._now - datetime.timedelta(hours=1))
+            .not_valid_after(self._now + datetime.timedelta(days=7))
+        )
+
+    def issue(
+        self,
+        name: str,
+        common_name: str,
+        *,
+        organization: str | None = None,
+        server_names: tuple[str, ...] = (),
+        server_ips: tuple[str, ...] = (),
+    ) -> _KeyPair:
+        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+        if organization:
+            # The apiserver maps O= to the user's groups (e.g. system:masters).
+            attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+        key = _new_key()
+        server = bool(server_names or server_ips)
+        usage = [ExtendedKeyUsageOID.SERVER_AUTH] if server else [ExtendedKeyUsageOID.CLIENT_AUTH]
+        builder = (
+            self._builder(x509.Name(attrs), key)
+            .issuer_name(self._ca_cert.subject)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
+        )
+        if server:
+            sans: list[x509.GeneralName] = [x509.DNSName(n) for n in server_names]
+            sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in server_ips]
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(self._ca_key, hashes.SHA256())
+        pair = _KeyPair(self.directory / f"{name}.crt", self.directory / f"{name}.key")
+        pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        _write_key(key, pair.key)
+        return pair
+
+    def service_account_keys(self) -> tuple[Path, Path]:
+        key = _new_key()
+        private, public = self.directory / "sa.key", self.directory / "sa.pub"
+        _write_key(key, private)
+        public.write_bytes(
+            key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+        return private, public
+
+
+def _kubeconfig(server: str, ca: Path, client: _KeyPair, user: str) -> str:
+    # Hand-written YAML (all values are plain paths/URLs) keeps this module free of a YAML dep.
+    return (
+        "apiVersion: v1\n"
+        "kind: Config\n"
+        "clusters:\n"
+        "- name: local\n"
+        "  cluster:\n"
+        f"    server: {server}\n"
+        f"    certificate-authority: {ca}\n"
+        "users:\n"
+        f"- name: {user}\n"
+        "  user:\n"
+        f"    client-certificate: {client.cert}\n"
+        f"    client-key: {client.key}\n"
+        "contexts:\n"
+        "- name: local\n"
+        "  context:\n"
+        "    cluster: local\n"
+        f"    user: {user}\n"
+        "current-context: local\n"
+    )
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Process:
+    name: str
+    args: list[str]
+    log: Path
+    popen: subprocess.Popen[bytes] | None = field(default=None)
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            # A new session puts the child in its own process group so a Ctrl-C aimed at pytest
+            # does not race our orderly shutdown, and so stop() can signal the whole group.
+            self.popen = subprocess.Popen(
+                self.args,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def stop(self) -> None:
+        proc, self.popen = self.popen, None
+        if proc is None or proc.poll() is not None:
+            return
+        _signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(timeout=_STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait(timeout=_STOP_GRACE_S)
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return f"--- last lines of {self.log} ---\n{_tail(text, lines)}"
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+class LocalControlPlane:
+    """etcd, kube-apiserver, kube-scheduler and (optionally) kube-controller-manager on loopback.
+
+    Use as a context manager, or call `start()` / `stop()`. After `start()`, `kubeconfig` is an
+    admin (system:masters) kubeconfig and `server` the apiserver URL.
+    """
+
+    def __init__(
+        self,
+        bin_dir: Path,
+        work_dir: Path | None = None,
+        *,
+        scheduler: bool = True,
+        controller_manager: bool = True,
+        startup_timeout_s: float = 120.0,
+    ) -> None:
+        self.bin_dir = bin_dir
+        self._own_work_dir = work_dir is None
+        self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="karpenter-controlplane-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._with_scheduler = scheduler
+        self._with_controller_manager = controller_manager
+        self._startup_timeout_s = startup_timeout_s
+        self.etcd_port = _free_port()
+        self.apiserver_port = _free_port()
+        self.server = f"https://127.0.0.1:{self.apiserver_port}"
+        self.kubeconfig = self.work_dir / "admin.kubeconfig"
+        self._etcd_data = self.work_dir / "etcd-data"
+        self._processes: dict[str, _Process] = {}
+        self._pki: _Pki | None = None
+        self._admin: _KeyPair | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalControlPlane:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start every component and wait until the apiserver reports ready."""
+        # A crashed test run must not leave daemons behind holding ports.
+        atexit.register(self.stop)
+        try:
+            self._write_pki()
+            self._start_etcd()
+            self._start_apiserver()
+            if self._with_scheduler:
+                self._start_component("kube-scheduler", self._scheduler_args())
+            if self._with_controller_manager:
+                self._start_component("kube-controller-manager", self._controller_manager_args())
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Terminate all components (SIGTERM, then SIGKILL) and delete the etcd data."""
+        for name in ("kube-controller-manager", "kube-scheduler", "kube-apiserver", "etcd"):
+            proc = self._processes.get(name)
+            if proc is not None:
+                proc.stop()
+        shutil.rmtree(self._etcd_data, ignore_errors=True)
+        if self._own_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+        atexit.unregister(self.stop)
+
+    def restart_apiserver(self) -> None:
+        """Stop and start kube-apiserver on the same port; etcd and its data are kept."""
+        proc = self._processes["kube-apiserver"]
+        proc.stop()
+        proc.start()
+        self._wait_apiserver_ready(proc)
+
+    def log_path(self, component: str) -> Path:
+        return self.work_dir / "logs" / f"{component}.log"
+
+    # -- components ---------------------------------------------------------------------------
+
+    def _write_pki(self) -> None:
+        pki = _Pki(self.work_dir / "pki")
+        self._pki = pki
+        pki.issue(
+            "apiserver",
+            "kube-apiserver",
+            server_names=(
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ),
+            server_ips=("127.0.0.1", _KUBERNETES_SERVICE_IP),
+        )
+        self._sa_private, self._sa_public = pki.service_account_keys()
+        self._admin = pki.issue("admin", "admin", organization="system:masters")
+        self.kubeconfig.write_text(_kubeconfig(self.server, pki.ca.cert, self._admin, "admin"))
+        # The scheduler and controller-manager keep their canonical user names (so audit/events
+        # read naturally) but sit in system:masters: the controller-manager without per-controller
+        # service-account credentials would otherwise lack rights to e.g. create pods.
+        for component in ("kube-scheduler", "kube-controller-manager"):
+            pair = pki.issue(component, f"system:{component}", organization="system:masters")
+            path = self.work_dir / f"{component}.kubeconfig"
+            path.write_text(_kubeconfig(self.server, pki.ca.cert, pair, component))
+
+    def _new_process(self, name: str, args: list[str]) -> _Process:
+        logs = self.work_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        proc = _Process(name, [str(self.bin_dir / name), *args], logs / f"{name}.log")
+        self._processes[name] = proc
+        return proc
+
+    def _start_etcd(self) -> None:
+        peer = f"http://127.0.0.1:{_free_port()}"
+        client = f"http://127.0.0.1:{self.etcd_port}"
+        proc = self._new_process(
+            "etcd",
+            [
+                f"--data-dir={self._etcd_data}",
+                "--name=default",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=default={peer}",
+                # Test data is disposable; skipping fsync makes etcd fast on slow CI disks.
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+        )
+        proc.start()
+        self._wait(proc, lambda: _http_ok(f"{client}/health", None), "etcd /health")
+
+    def _apiserver_args(self) -> list[str]:
+        pki = self._pki
+        assert pki is not None
+        d = pki.directory
+        return [
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.apiserver_port}",
+            f"--tls-cert-file={d / 'apiserver.crt'}",
+            f"--tls-private-key-file={d / 'apiserver.key'}",
+            f"--client-ca-file={pki.ca.cert}",
+            f"--service-account-key-file={self._sa_public}",
+            f"--service-account-signing-key-file={self._sa_private}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-cluster-ip-range={_SERVICE_CIDR}",
+            "--authorization-mode=RBAC",
+            # ServiceAccount admission rejects pods until the controller-manager has created the
+            # namespace's `default` ServiceAccount; TaintNodesByCondition would put a not-ready
+            # taint on every test-created Node that no kubelet will ever clear.
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--v=1",
+        ]
+
+    def _start_apiserver(self) -> None:
+        proc = self._new_process("kube-apiserver", self._apiserver_args())
+        proc.start()
+        self._wait_apiserver_ready(proc)
+
+    def _wait_apiserver_ready(self, proc: _Process) -> None:
+        ctx = self.ssl_context()
+        self._wait(proc, lambda: _http_ok(f"{self.server}/readyz", ctx), "kube-apiserver /readyz")
+
+    def _scheduler_args(self) -> list[str]:
+        kubeconfig = self.work_dir / "kube-scheduler.kubeconfig"
+        return [
+            f"--kubeconfig={kubeconfig}",
+            # No --authentication/authorization-kubeconfig: the components' own HTTPS endpoints
+            # (metrics, healthz) are unused in tests, and delegated auth only adds log noise.
+            "--bind-address=127.0.0.1",
+            # Never the default 10259: parallel sessions would collide on it.
+            f"--secure-port={_free_port()}",
+            "--leader-elect=false",
+            "--v=1",
+        ]
+
+    def _controller_manager_args(self) -> list[str]:
+        pki = self._pki
+        assert pki is not None
+        kubeconfig = self.work_dir / "kube-controller-manager.kubeconfig"
+        return [
+            f"--kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={_free_port()}",
+            "--leader-elect=false",
+            f"--service-account-private-key-file={self._sa_private}",
+            f"--root-ca-file={pki.ca.cert}",
+            f"--service-cluster-ip-range={_SERVICE_CIDR}",
+            # Test nodes have no kubelet heartbeat: the node lifecycle controller would mark them
+            # NotReady after 40 s and evict their pods.
+            "--controllers=*,-nodelifecycle",
+            "--v=1",
+        ]
+
+    def _start_component(self, name: str, args: list[str]) -> None:
+        proc = self._new_process(name, args)
+        proc.start()
+        # These components have no cheap readiness probe we can reach without more certs; a
+        # short settle period catches flag errors and immediate crashes.
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            if not proc.alive():
+                raise ControlPlaneError(f"{name} exited at startup\n{proc.tail()}")
+            time.sleep(0.1)
+
+    def _wait(self, proc: _Process, probe: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + self._startup_timeout_s
+        while time.monotonic() < deadline:
+            if not proc.alive():
+                raise ControlPlaneError(f"{proc.name} exited before {what} passed\n{proc.tail()}")
+            if probe():
+                return
+            time.sleep(0.2)
+        raise ControlPlaneError(
+            f"{what} not ready after {self._startup_timeout_s:.0f}s\n{proc.tail()}"
+        )
+
+    # -- client helpers -----------------------------------------------------------------------
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """An SSL context that trusts the test CA and presents the admin client certificate."""
+        assert self._pki is not None and self._admin is not None
+        ctx = ssl.create_default_context(cafile=str(self._pki.ca.cert))
+        ctx.load_cert_chain(str(self._admin.cert), str(self._admin.key))
+        return ctx
+
+
+def _http_ok(url: str, ctx: ssl.SSLContext | None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
