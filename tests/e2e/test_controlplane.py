@@ -1,0 +1,123 @@
+"""Smoke tests of the local control plane: apiserver, real scheduler, restart keeping etcd data."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from tests.e2e.conftest import ControlPlane, new_api_client
+
+pytestmark = pytest.mark.e2e
+
+_WAIT_S = 60.0
+
+
+async def eventually(probe: Callable[[], Awaitable[Any]], what: str) -> Any:
+    """Poll `probe` until it returns a truthy value; the scheduler acts asynchronously."""
+    deadline = time.monotonic() + _WAIT_S
+    while True:
+        result = await probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {_WAIT_S:.0f}s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+def _pod(name: str, node_selector: dict[str, str], cpu: str = "100m") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": node_selector,
+            "containers": [
+                {"name": "app", "image": "pause", "resources": {"requests": {"cpu": cpu}}}
+            ],
+        },
+    }
+
+
+async def _new_namespace(core: client.CoreV1Api) -> str:
+    name = f"smoke-{uuid.uuid4().hex[:8]}"
+    await core.create_namespace(body={"metadata": {"name": name}})
+    return name
+
+
+def _scheduled_condition(pod: Any) -> Any:
+    for cond in pod.status.conditions or []:
+        if cond.type == "PodScheduled":
+            return cond
+    return None
+
+
+@pytest.mark.asyncio
+async def test_apiserver_answers(control_plane: ControlPlane, api: client.ApiClient) -> None:
+    version = await client.VersionApi(api).get_code()
+    assert version.git_version == "v1.34.4"
+    assert control_plane.server.startswith("https://127.0.0.1:")
+
+
+@pytest.mark.asyncio
+async def test_unschedulable_without_nodes_then_bound_to_a_fake_node(
+    api: client.ApiClient,
+) -> None:
+    core = client.CoreV1Api(api)
+    ns = await _new_namespace(core)
+    node_name = f"fake-{uuid.uuid4().hex[:8]}"
+    # The selector pins the pod to the node created below, so nodes made by other tests in this
+    # session cannot take it.
+    selector = {"e2e.karpenter.test/node": node_name}
+    await core.create_namespaced_pod(ns, body=_pod("waiting", selector, cpu="1"))
+
+    async def unschedulable() -> Any:
+        pod = await core.read_namespaced_pod("waiting", ns)
+        cond = _scheduled_condition(pod)
+        return cond is not None and cond.status == "False" and cond.reason == "Unschedulable"
+
+    await eventually(unschedulable, "PodScheduled=False/Unschedulable")
+
+    await core.create_node(
+        body={
+            "metadata": {
+                "name": node_name,
+                "labels": {"kubernetes.io/hostname": node_name, **selector},
+            },
+            "spec": {},
+        }
+    )
+    node = await core.read_node(node_name)
+    resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    node.status = client.V1NodeStatus(
+        capacity=resources,
+        allocatable=resources,
+        conditions=[
+            client.V1NodeCondition(
+                type="Ready", status="True", reason="KubeletReady", message="fake node"
+            )
+        ],
+    )
+    await core.replace_node_status(node_name, node)
+
+    async def bound() -> Any:
+        pod = await core.read_namespaced_pod("waiting", ns)
+        return pod.spec.node_name
+
+    assert await eventually(bound, "the scheduler to bind the pod") == node_name
+    await core.delete_node(node_name)
+
+
+@pytest.mark.asyncio
+async def test_restart_apiserver_keeps_data(control_plane: ControlPlane) -> None:
+    async with await new_api_client(control_plane.kubeconfig) as api:
+        ns = await _new_namespace(client.CoreV1Api(api))
+    await asyncio.to_thread(control_plane.local.restart_apiserver)
+    async with await new_api_client(control_plane.kubeconfig) as api:
+        found = await client.CoreV1Api(api).read_namespace(ns)
+    assert found.metadata.name == ns
