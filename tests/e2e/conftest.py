@@ -107,7 +107,10 @@ async def install_crds(kubeconfig: Path) -> None:
         ext = client.ApiextensionsV1Api(api_client)
         names = []
         for doc in crd_documents():
-            await ext.create_custom_resource_definition(body=doc)
+            # The client sends plain dicts verbatim; round-tripping the YAML through the typed
+            # models would only risk dropping schema fields the models do not know.
+            body: Any = doc
+            await ext.create_custom_resource_definition(body=body)
             names.append(doc["metadata"]["name"])
         deadline = time.monotonic() + _CRD_ESTABLISH_TIMEOUT_S
         pending = set(names)

@@ -30,23 +30,19 @@ async def eventually(probe: Callable[[], Awaitable[Any]], what: str) -> Any:
         await asyncio.sleep(0.2)
 
 
-def _pod(name: str, node_selector: dict[str, str], cpu: str = "100m") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": node_selector,
-            "containers": [
-                {"name": "app", "image": "pause", "resources": {"requests": {"cpu": cpu}}}
-            ],
-        },
-    }
+def _pod(name: str, node_selector: dict[str, str], cpu: str = "100m") -> client.V1Pod:
+    container = client.V1Container(
+        name="app", image="pause", resources=client.V1ResourceRequirements(requests={"cpu": cpu})
+    )
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1PodSpec(node_selector=node_selector, containers=[container]),
+    )
 
 
 async def _new_namespace(core: client.CoreV1Api) -> str:
     name = f"smoke-{uuid.uuid4().hex[:8]}"
-    await core.create_namespace(body={"metadata": {"name": name}})
+    await core.create_namespace(body=client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     return name
 
 
@@ -83,14 +79,9 @@ async def test_unschedulable_without_nodes_then_bound_to_a_fake_node(
 
     await eventually(unschedulable, "PodScheduled=False/Unschedulable")
 
+    labels = {"kubernetes.io/hostname": node_name, **selector}
     await core.create_node(
-        body={
-            "metadata": {
-                "name": node_name,
-                "labels": {"kubernetes.io/hostname": node_name, **selector},
-            },
-            "spec": {},
-        }
+        body=client.V1Node(metadata=client.V1ObjectMeta(name=node_name, labels=labels))
     )
     node = await core.read_node(node_name)
     resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}

@@ -468,6 +468,8 @@ async def _replace(api: client.ApiClient, body: dict[str, Any]) -> dict[str, Any
 
 
 def _rejection(exc: ApiException) -> str:
+    if exc.body is None:
+        return str(exc)
     try:
         return str(json.loads(exc.body)["message"])
     except (TypeError, ValueError, KeyError):
