@@ -63,7 +63,7 @@ start=$(date +%s)
 echo "build-controlplane: building etcd $ETCD_VERSION" >&2
 (cd "$here/controlplane-go/etcd" && go build "${build_flags[@]}" -ldflags "-s -w" -o "$staging/etcd" .)
 
-echo "build-controlplane: building kubernetes $K8S_VERSION (cold: ~20 min on 2 cores)" >&2
+echo "build-controlplane: building kubernetes $K8S_VERSION (cold: ~5-6 min on 2 cores)" >&2
 (cd "$here/controlplane-go/kubernetes" && go build "${build_flags[@]}" -ldflags "$k8s_ldflags" \
   -o "$staging/" \
   k8s.io/kubernetes/cmd/kube-apiserver \

@@ -40,6 +40,7 @@ _SERVICE_CIDR = "10.0.0.0/24"
 # certificate names it so in-cluster style clients would also verify.
 _KUBERNETES_SERVICE_IP = "10.0.0.1"
 _STOP_GRACE_S = 10.0
+_APISERVER_STOP_GRACE_S = 3.0
 _BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
 
 
@@ -243,6 +244,7 @@ class _Process:
     name: str
     args: list[str]
     log: Path
+    grace_s: float = _STOP_GRACE_S
     popen: subprocess.Popen[bytes] | None = field(default=None)
 
     def start(self) -> None:
@@ -266,7 +268,7 @@ class _Process:
             return
         _signal_group(proc, signal.SIGTERM)
         try:
-            proc.wait(timeout=_STOP_GRACE_S)
+            proc.wait(timeout=self.grace_s)
         except subprocess.TimeoutExpired:
             _signal_group(proc, signal.SIGKILL)
             proc.wait(timeout=_STOP_GRACE_S)
@@ -360,7 +362,12 @@ class LocalControlPlane:
         atexit.unregister(self.stop)
 
     def restart_apiserver(self) -> None:
-        """Stop and start kube-apiserver on the same port; etcd and its data are kept."""
+        """Stop and start kube-apiserver on the same port; etcd and its data are kept.
+
+        Open watches are cut, as in a real restart. The new apiserver's watch cache starts at the
+        current revision, so resuming a watch from an older resourceVersion gets 410 Gone; clients
+        must relist, exactly as informers do against a real cluster.
+        """
         proc = self._processes["kube-apiserver"]
         proc.stop()
         proc.start()
@@ -453,6 +460,9 @@ class LocalControlPlane:
 
     def _start_apiserver(self) -> None:
         proc = self._new_process("kube-apiserver", self._apiserver_args())
+        # After SIGTERM the apiserver closes its listener and watches within milliseconds, then
+        # lingers ~10 s in controller shutdown; all state is in etcd, so do not wait for that.
+        proc.grace_s = _APISERVER_STOP_GRACE_S
         proc.start()
         self._wait_apiserver_ready(proc)
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, watch
 
 from tests.e2e.conftest import ControlPlane, new_api_client
 
@@ -83,18 +83,14 @@ async def test_unschedulable_without_nodes_then_bound_to_a_fake_node(
     await core.create_node(
         body=client.V1Node(metadata=client.V1ObjectMeta(name=node_name, labels=labels))
     )
-    node = await core.read_node(node_name)
+    # A (strategic merge) patch, not read-modify-replace: controller-manager controllers annotate
+    # new nodes concurrently, which would make a replace fail with 409 Conflict.
     resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-    node.status = client.V1NodeStatus(
-        capacity=resources,
-        allocatable=resources,
-        conditions=[
-            client.V1NodeCondition(
-                type="Ready", status="True", reason="KubeletReady", message="fake node"
-            )
-        ],
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "fake node"}
+    await core.patch_node_status(
+        node_name,
+        {"status": {"capacity": resources, "allocatable": resources, "conditions": [ready]}},
     )
-    await core.replace_node_status(node_name, node)
 
     async def bound() -> Any:
         pod = await core.read_namespaced_pod("waiting", ns)
@@ -105,10 +101,25 @@ async def test_unschedulable_without_nodes_then_bound_to_a_fake_node(
 
 
 @pytest.mark.asyncio
-async def test_restart_apiserver_keeps_data(control_plane: ControlPlane) -> None:
+async def test_restart_apiserver_keeps_data_and_serves_watches(
+    control_plane: ControlPlane,
+) -> None:
     async with await new_api_client(control_plane.kubeconfig) as api:
         ns = await _new_namespace(client.CoreV1Api(api))
+
     await asyncio.to_thread(control_plane.local.restart_apiserver)
+
     async with await new_api_client(control_plane.kubeconfig) as api:
-        found = await client.CoreV1Api(api).read_namespace(ns)
-    assert found.metadata.name == ns
+        core = client.CoreV1Api(api)
+        assert (await core.read_namespace(ns)).metadata.name == ns  # etcd kept the data
+        since = (await core.list_namespaced_config_map(ns)).metadata.resource_version
+        cm = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="after-restart"))
+        await core.create_namespaced_config_map(ns, cm)
+        seen = []
+        async with watch.Watch() as w:
+            async for event in w.stream(
+                core.list_namespaced_config_map, ns, resource_version=since, timeout_seconds=10
+            ):
+                seen.append((event["type"], event["object"].metadata.name))
+                break
+    assert seen == [("ADDED", "after-restart")]
