@@ -8,12 +8,12 @@ naming the field path on malformed input.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from karpenter.api.errors import DecodeError
 from karpenter.core.model import resources as res
-from karpenter.core.model.cluster import DaemonSet, PodDisruptionBudget
+from karpenter.core.model.cluster import DaemonSet
 from karpenter.core.model.node import Node
 from karpenter.core.model.pod import (
     HostPort,
@@ -40,7 +40,8 @@ Obj = Mapping[str, Any]
 T = TypeVar("T")
 
 
-def _map(value: Any, path: str) -> Obj:
+def map_of(value: Any, path: str) -> Obj:
+    """``value`` as an object ({} when absent)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -58,11 +59,27 @@ def _list(value: Any, path: str) -> list[Any]:
 
 def _str_map(value: Any, path: str) -> dict[str, str]:
     out = {}
-    for k, v in _map(value, path).items():
+    for k, v in map_of(value, path).items():
         if not isinstance(v, (str, int, float, bool)):
             raise DecodeError(f"{path}.{k}", "expected a string")
         out[str(k)] = v if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v)
     return out
+
+
+def _int(value: Any, path: str, default: int | None = None) -> int:
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DecodeError(path, f"expected an integer, got {value!r}")
+    return value
+
+
+def name_of(meta: Obj, path: str = "metadata.name") -> str:
+    """``metadata.name``, which every object needs."""
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise DecodeError(path, "required")
+    return name
 
 
 def _each(items: list[Any], path: str, fn: Callable[[Any, str], T]) -> tuple[T, ...]:
@@ -73,18 +90,23 @@ def timestamp(value: Any, path: str) -> float | None:
     """RFC3339 → epoch seconds (None when absent)."""
     if value is None:
         return None
-    if isinstance(value, datetime):
-        return value.timestamp()
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError as err:
-        raise DecodeError(path, f"invalid timestamp {value!r}") from err
+        when = (
+            value
+            if isinstance(value, datetime)
+            else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        )
+    except ValueError:
+        raise DecodeError(path, f"invalid timestamp {value!r}") from None
+    if when.tzinfo is None:  # Kubernetes timestamps are UTC; never read one as local time
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
 
 
 def resources(value: Any, path: str) -> dict[str, int]:
     """A resource list in milli-units."""
     out = {}
-    for name, quantity in _map(value, path).items():
+    for name, quantity in map_of(value, path).items():
         try:
             out[str(name)] = parse_quantity(quantity)
         except QuantityError:
@@ -94,7 +116,7 @@ def resources(value: Any, path: str) -> dict[str, int]:
 
 def selector_requirement(value: Any, path: str) -> tuple[str, str, tuple[str, ...], int | None]:
     """A NodeSelectorRequirement as a (key, operator, values, minValues) tuple."""
-    obj = _map(value, path)
+    obj = map_of(value, path)
     key = obj.get("key")
     if not isinstance(key, str) or not key:
         raise DecodeError(f"{path}.key", "required")
@@ -110,14 +132,16 @@ def selector_requirement(value: Any, path: str) -> tuple[str, str, tuple[str, ..
         if len(values) != 1 or not values[0].lstrip("-").isdigit():
             raise DecodeError(f"{path}.values", f"operator {op} needs exactly one integer value")
     min_values = obj.get("minValues")
-    if min_values is not None and (not isinstance(min_values, int) or min_values < 1):
+    if min_values is not None and (
+        isinstance(min_values, bool) or not isinstance(min_values, int) or min_values < 1
+    ):
         raise DecodeError(f"{path}.minValues", "must be a positive integer")
     return (key, str(op), values, min_values)
 
 
 def selector_term(value: Any, path: str) -> SelectorTerm:
     """A NodeSelectorTerm's matchExpressions (matchFields is not supported by Karpenter)."""
-    obj = _map(value, path)
+    obj = map_of(value, path)
     if obj.get("matchFields"):
         raise DecodeError(f"{path}.matchFields", "not supported")
     return _each(
@@ -131,23 +155,28 @@ def label_selector(value: Any, path: str) -> LabelSelector | None:
     """A metav1.LabelSelector (None when absent)."""
     if value is None:
         return None
-    obj = _map(value, path)
+    obj = map_of(value, path)
     labels = tuple(sorted(_str_map(obj.get("matchLabels"), f"{path}.matchLabels").items()))
     exprs = []
     for i, raw in enumerate(_list(obj.get("matchExpressions"), f"{path}.matchExpressions")):
         p = f"{path}.matchExpressions[{i}]"
-        e = _map(raw, p)
+        e = map_of(raw, p)
         op = e.get("operator")
         if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
             raise DecodeError(f"{p}.operator", f"invalid operator {op!r}")
+        key = e.get("key")
+        if not isinstance(key, str) or not key:
+            raise DecodeError(f"{p}.key", "required")
         values = frozenset(str(v) for v in _list(e.get("values"), f"{p}.values"))
-        exprs.append(SelectorExpression(str(e.get("key", "")), str(op), values))
+        if op in ("In", "NotIn") and not values:
+            raise DecodeError(f"{p}.values", f"operator {op} needs at least one value")
+        exprs.append(SelectorExpression(key, str(op), values))
     return LabelSelector(labels, tuple(exprs))
 
 
 def taint(value: Any, path: str) -> Taint:
     """A node taint."""
-    obj = _map(value, path)
+    obj = map_of(value, path)
     effect = obj.get("effect")
     if effect not in EFFECTS:
         raise DecodeError(
@@ -161,7 +190,7 @@ def taint(value: Any, path: str) -> Taint:
 
 def toleration(value: Any, path: str) -> Toleration:
     """A pod toleration."""
-    obj = _map(value, path)
+    obj = map_of(value, path)
     op = obj.get("operator") or "Equal"
     if op not in ("Equal", "Exists"):
         raise DecodeError(f"{path}.operator", f"invalid operator {op!r}")
@@ -174,7 +203,7 @@ def toleration(value: Any, path: str) -> Toleration:
 
 
 def _affinity_term(value: Any, path: str) -> PodAffinityTerm:
-    obj = _map(value, path)
+    obj = map_of(value, path)
     key = obj.get("topologyKey")
     if not isinstance(key, str) or not key:
         raise DecodeError(f"{path}.topologyKey", "required")
@@ -189,24 +218,25 @@ def _affinity_term(value: Any, path: str) -> PodAffinityTerm:
 
 
 def _weighted(value: Any, path: str) -> WeightedAffinityTerm:
-    obj = _map(value, path)
+    obj = map_of(value, path)
     return WeightedAffinityTerm(
-        int(obj.get("weight", 1)),
+        _int(obj.get("weight"), f"{path}.weight", 1),
         _affinity_term(obj.get("podAffinityTerm"), f"{path}.podAffinityTerm"),
     )
 
 
 def _weighted_node(value: Any, path: str) -> WeightedNodeTerm:
-    obj = _map(value, path)
+    obj = map_of(value, path)
     return WeightedNodeTerm(
-        int(obj.get("weight", 1)), selector_term(obj.get("preference"), f"{path}.preference")
+        _int(obj.get("weight"), f"{path}.weight", 1),
+        selector_term(obj.get("preference"), f"{path}.preference"),
     )
 
 
 def _spread(value: Any, path: str) -> TopologySpread:
-    obj = _map(value, path)
+    obj = map_of(value, path)
     skew = obj.get("maxSkew")
-    if not isinstance(skew, int) or skew < 1:
+    if isinstance(skew, bool) or not isinstance(skew, int) or skew < 1:
         raise DecodeError(f"{path}.maxSkew", "must be a positive integer")
     key = obj.get("topologyKey")
     if not isinstance(key, str) or not key:
@@ -219,7 +249,7 @@ def _spread(value: Any, path: str) -> TopologySpread:
         skew,
         str(when),
         label_selector(obj.get("labelSelector"), f"{path}.labelSelector"),
-        obj.get("minDomains"),
+        None if obj.get("minDomains") is None else _int(obj["minDomains"], f"{path}.minDomains"),
         str(obj.get("nodeAffinityPolicy") or "Honor"),
         str(obj.get("nodeTaintsPolicy") or "Ignore"),
         tuple(str(k) for k in _list(obj.get("matchLabelKeys"), f"{path}.matchLabelKeys")),
@@ -227,7 +257,7 @@ def _spread(value: Any, path: str) -> TopologySpread:
 
 
 def _container_requests(c: Obj, path: str) -> dict[str, int]:
-    r = _map(c.get("resources"), f"{path}.resources")
+    r = map_of(c.get("resources"), f"{path}.resources")
     requests = resources(r.get("requests"), f"{path}.resources.requests")
     limits = resources(r.get("limits"), f"{path}.resources.limits")
     for name, value in limits.items():  # a limit without a request defaults the request
@@ -240,11 +270,11 @@ def _pod_requests(spec: Obj, path: str) -> dict[str, int]:
     inits: list[dict[str, int]] = []
     for i, c in enumerate(_list(spec.get("containers"), f"{path}.containers")):
         containers.append(
-            _container_requests(_map(c, f"{path}.containers[{i}]"), f"{path}.containers[{i}]")
+            _container_requests(map_of(c, f"{path}.containers[{i}]"), f"{path}.containers[{i}]")
         )
     for i, raw_c in enumerate(_list(spec.get("initContainers"), f"{path}.initContainers")):
         p = f"{path}.initContainers[{i}]"
-        c = _map(raw_c, p)
+        c = map_of(raw_c, p)
         (containers if c.get("restartPolicy") == "Always" else inits).append(
             _container_requests(c, p)
         )
@@ -257,12 +287,13 @@ def _pod_requests(spec: Obj, path: str) -> dict[str, int]:
 def _host_ports(spec: Obj, path: str) -> tuple[HostPort, ...]:
     ports = []
     for i, c in enumerate(_list(spec.get("containers"), f"{path}.containers")):
-        for j, raw_p in enumerate(_list(_map(c, "").get("ports"), f"{path}.containers[{i}].ports")):
-            p = _map(raw_p, f"{path}.containers[{i}].ports[{j}]")
+        cp = f"{path}.containers[{i}]"
+        for j, raw_p in enumerate(_list(map_of(c, cp).get("ports"), f"{cp}.ports")):
+            p = map_of(raw_p, f"{cp}.ports[{j}]")
             if p.get("hostPort"):
                 ports.append(
                     HostPort(
-                        int(p["hostPort"]),
+                        _int(p["hostPort"], f"{cp}.ports[{j}].hostPort"),
                         str(p.get("protocol") or "TCP"),
                         str(p.get("hostIP") or ""),
                     )
@@ -271,10 +302,10 @@ def _host_ports(spec: Obj, path: str) -> tuple[HostPort, ...]:
 
 
 def _affinity(spec: Obj, path: str) -> dict[str, Any]:
-    aff = _map(spec.get("affinity"), f"{path}.affinity")
+    aff = map_of(spec.get("affinity"), f"{path}.affinity")
     p = f"{path}.affinity"
-    node = _map(aff.get("nodeAffinity"), f"{p}.nodeAffinity")
-    req = _map(
+    node = map_of(aff.get("nodeAffinity"), f"{p}.nodeAffinity")
+    req = map_of(
         node.get("requiredDuringSchedulingIgnoredDuringExecution"),
         f"{p}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
     )
@@ -291,7 +322,7 @@ def _affinity(spec: Obj, path: str) -> dict[str, Any]:
         ),
     }
     for field, prefix in (("podAffinity", "affinity"), ("podAntiAffinity", "anti_affinity")):
-        block = _map(aff.get(field), f"{p}.{field}")
+        block = map_of(aff.get(field), f"{p}.{field}")
         out[f"required_{prefix}"] = _each(
             _list(block.get("requiredDuringSchedulingIgnoredDuringExecution"), p),
             f"{p}.{field}.requiredDuringSchedulingIgnoredDuringExecution",
@@ -335,9 +366,9 @@ def pod_spec(spec: Obj, path: str) -> dict[str, Any]:
     pvcs = []
     ephemeral = 0
     for i, raw_v in enumerate(volumes):
-        v = _map(raw_v, f"{path}.volumes[{i}]")
+        v = map_of(raw_v, f"{path}.volumes[{i}]")
         if "persistentVolumeClaim" in v:
-            name = _map(
+            name = map_of(
                 v["persistentVolumeClaim"], f"{path}.volumes[{i}].persistentVolumeClaim"
             ).get("claimName")
             if not name:
@@ -347,7 +378,6 @@ def pod_spec(spec: Obj, path: str) -> dict[str, Any]:
             pvcs.append(str(name))
         elif "ephemeral" in v:
             ephemeral += 1
-    prio = spec.get("priority", 0)
     grace = spec.get("terminationGracePeriodSeconds")
     return {
         "requests": _pod_requests(spec, path),
@@ -364,23 +394,22 @@ def pod_spec(spec: Obj, path: str) -> dict[str, Any]:
         "host_ports": _host_ports(spec, path),
         "pvc_names": tuple(pvcs),
         "ephemeral_volume_count": ephemeral,
-        "priority": int(prio) if isinstance(prio, int) else 0,
+        "priority": _int(spec.get("priority"), f"{path}.priority", 0),
         "priority_class_name": str(spec.get("priorityClassName") or ""),
-        "termination_grace_seconds": int(grace) if isinstance(grace, int) else None,
+        "termination_grace_seconds": None
+        if grace is None
+        else _int(grace, f"{path}.terminationGracePeriodSeconds"),
         **_affinity(spec, path),
     }
 
 
 def pod(obj: Obj) -> Pod:
     """Decode a v1 Pod."""
-    meta = _map(obj.get("metadata"), "metadata")
-    status = _map(obj.get("status"), "status")
-    name = meta.get("name")
-    if not name:
-        raise DecodeError("metadata.name", "required")
+    meta = map_of(obj.get("metadata"), "metadata")
+    status = map_of(obj.get("status"), "status")
     return Pod(
         namespace=str(meta.get("namespace") or "default"),
-        name=str(name),
+        name=name_of(meta),
         uid=str(meta.get("uid") or ""),
         labels=_str_map(meta.get("labels"), "metadata.labels"),
         annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
@@ -392,7 +421,7 @@ def pod(obj: Obj) -> Pod:
         unschedulable_condition=_unschedulable(status),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         ready=_condition(status, "Ready", default=False),
-        **pod_spec(_map(obj.get("spec"), "spec"), "spec"),
+        **pod_spec(map_of(obj.get("spec"), "spec"), "spec"),
     )
 
 
@@ -405,12 +434,12 @@ def _condition(status: Obj, kind: str, *, default: bool) -> bool:
 
 def node(obj: Obj) -> Node:
     """Decode a v1 Node (Ready defaults to true when no conditions are given)."""
-    meta = _map(obj.get("metadata"), "metadata")
-    spec = _map(obj.get("spec"), "spec")
-    status = _map(obj.get("status"), "status")
+    meta = map_of(obj.get("metadata"), "metadata")
+    spec = map_of(obj.get("spec"), "spec")
+    status = map_of(obj.get("status"), "status")
     capacity = resources(status.get("capacity"), "status.capacity")
     return Node(
-        name=str(meta.get("name")),
+        name=name_of(meta),
         labels=_str_map(meta.get("labels"), "metadata.labels"),
         annotations=_str_map(meta.get("annotations"), "metadata.annotations"),
         taints=_each(_list(spec.get("taints"), "spec.taints"), "spec.taints", taint),
@@ -426,45 +455,28 @@ def node(obj: Obj) -> Node:
 
 def daemonset(obj: Obj) -> DaemonSet:
     """Decode an apps/v1 DaemonSet (its template becomes a pod value)."""
-    meta = _map(obj.get("metadata"), "metadata")
-    tmpl = _map(_map(obj.get("spec"), "spec").get("template"), "spec.template")
-    tmeta = _map(tmpl.get("metadata"), "spec.template.metadata")
+    meta = map_of(obj.get("metadata"), "metadata")
+    tmpl = map_of(map_of(obj.get("spec"), "spec").get("template"), "spec.template")
+    tmeta = map_of(tmpl.get("metadata"), "spec.template.metadata")
     ns = str(meta.get("namespace") or "default")
-    name = str(meta.get("name"))
+    name = name_of(meta)
     template = Pod(
         namespace=ns,
         name=f"{name}-template",
         labels=_str_map(tmeta.get("labels"), "spec.template.metadata.labels"),
         owners=(Owner("DaemonSet", name, "apps/v1", True),),
-        **pod_spec(_map(tmpl.get("spec"), "spec.template.spec"), "spec.template.spec"),
+        **pod_spec(map_of(tmpl.get("spec"), "spec.template.spec"), "spec.template.spec"),
     )
     return DaemonSet(ns, name, template)
 
 
-def pdb(obj: Obj) -> PodDisruptionBudget:
-    """Decode a policy/v1 PDB; without a status, ``disruptionsAllowed`` is taken as 0 (blocking)."""
-    meta = _map(obj.get("metadata"), "metadata")
-    spec = _map(obj.get("spec"), "spec")
-    status = _map(obj.get("status"), "status")
-    allowed = status.get("disruptionsAllowed", 0)
-    if not isinstance(allowed, int):
-        raise DecodeError("status.disruptionsAllowed", "must be an integer")
-    return PodDisruptionBudget(
-        str(meta.get("namespace") or "default"),
-        str(meta.get("name")),
-        label_selector(spec.get("selector"), "spec.selector"),
-        allowed,
-        spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow",
-    )
-
-
 def pvc(obj: Obj) -> PersistentVolumeClaim:
     """Decode a v1 PersistentVolumeClaim."""
-    meta = _map(obj.get("metadata"), "metadata")
-    spec = _map(obj.get("spec"), "spec")
+    meta = map_of(obj.get("metadata"), "metadata")
+    spec = map_of(obj.get("spec"), "spec")
     return PersistentVolumeClaim(
         str(meta.get("namespace") or "default"),
-        str(meta.get("name")),
+        name_of(meta),
         str(spec.get("storageClassName") or ""),
         str(spec.get("volumeName") or ""),
         meta.get("deletionTimestamp") is not None,
@@ -473,10 +485,10 @@ def pvc(obj: Obj) -> PersistentVolumeClaim:
 
 def pv(obj: Obj) -> PersistentVolume:
     """Decode a v1 PersistentVolume."""
-    meta = _map(obj.get("metadata"), "metadata")
-    spec = _map(obj.get("spec"), "spec")
-    required = _map(
-        _map(spec.get("nodeAffinity"), "spec.nodeAffinity").get("required"),
+    meta = map_of(obj.get("metadata"), "metadata")
+    spec = map_of(obj.get("spec"), "spec")
+    required = map_of(
+        map_of(spec.get("nodeAffinity"), "spec.nodeAffinity").get("required"),
         "spec.nodeAffinity.required",
     )
     terms = _each(
@@ -484,11 +496,11 @@ def pv(obj: Obj) -> PersistentVolume:
         "spec.nodeAffinity.required.nodeSelectorTerms",
         selector_term,
     )
-    driver = str(_map(spec.get("csi"), "spec.csi").get("driver") or "")
+    driver = str(map_of(spec.get("csi"), "spec.csi").get("driver") or "")
     if not driver and "awsElasticBlockStore" in spec:
         driver = "ebs.csi.aws.com"
     return PersistentVolume(
-        str(meta.get("name")),
+        name_of(meta),
         terms,
         driver,
         str(spec.get("storageClassName") or ""),
@@ -498,20 +510,23 @@ def pv(obj: Obj) -> PersistentVolume:
 
 def storage_class(obj: Obj) -> StorageClass:
     """Decode a storage.k8s.io/v1 StorageClass (allowedTopologies become In terms)."""
-    meta = _map(obj.get("metadata"), "metadata")
+    meta = map_of(obj.get("metadata"), "metadata")
     terms = []
     for i, t in enumerate(_list(obj.get("allowedTopologies"), "allowedTopologies")):
         exprs = []
+        tp = f"allowedTopologies[{i}].matchLabelExpressions"
         for j, raw_e in enumerate(
-            _list(_map(t, f"allowedTopologies[{i}]").get("matchLabelExpressions"), "")
+            _list(map_of(t, f"allowedTopologies[{i}]").get("matchLabelExpressions"), tp)
         ):
-            e = _map(raw_e, f"allowedTopologies[{i}].matchLabelExpressions[{j}]")
-            exprs.append(
-                (str(e.get("key")), "In", tuple(str(v) for v in _list(e.get("values"), "")), None)
-            )
+            e = map_of(raw_e, f"{tp}[{j}]")
+            key = e.get("key")
+            if not isinstance(key, str) or not key:
+                raise DecodeError(f"{tp}[{j}].key", "required")
+            values = tuple(str(v) for v in _list(e.get("values"), f"{tp}[{j}].values"))
+            exprs.append((key, "In", values, None))
         terms.append(tuple(exprs))
     return StorageClass(
-        str(meta.get("name")),
+        name_of(meta),
         str(obj.get("provisioner") or ""),
         str(obj.get("volumeBindingMode") or "Immediate"),
         tuple(terms),
@@ -520,11 +535,15 @@ def storage_class(obj: Obj) -> StorageClass:
 
 def csinode(obj: Obj) -> CSINode:
     """Decode a storage.k8s.io/v1 CSINode's per-driver attach limits."""
-    meta = _map(obj.get("metadata"), "metadata")
+    meta = map_of(obj.get("metadata"), "metadata")
     limits = {}
-    for i, raw_d in enumerate(_list(_map(obj.get("spec"), "spec").get("drivers"), "spec.drivers")):
-        d = _map(raw_d, f"spec.drivers[{i}]")
-        count = _map(d.get("allocatable"), f"spec.drivers[{i}].allocatable").get("count")
-        if isinstance(count, int):
-            limits[str(d.get("name"))] = count
-    return CSINode(str(meta.get("name")), limits)
+    for i, raw_d in enumerate(
+        _list(map_of(obj.get("spec"), "spec").get("drivers"), "spec.drivers")
+    ):
+        d = map_of(raw_d, f"spec.drivers[{i}]")
+        count = map_of(d.get("allocatable"), f"spec.drivers[{i}].allocatable").get("count")
+        if count is not None:
+            limits[name_of(d, f"spec.drivers[{i}].name")] = _int(
+                count, f"spec.drivers[{i}].allocatable.count"
+            )
+    return CSINode(name_of(meta), limits)

@@ -8,6 +8,7 @@ JSON is valid YAML).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from karpenter.api import crds, kube, simulation
+from karpenter.api import crdfields, kube, nodeclaim, nodeoverlay, nodepool, pdb, simulation
 from karpenter.api.errors import DecodeError
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.model.cluster import Cluster, DaemonSet, NodeOverlay, PodDisruptionBudget
@@ -65,13 +66,13 @@ _KINDS: dict[str, str] = {
 }
 
 _DECODERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
-    "NodePool": lambda o: crds.NodePoolDoc.model_validate(o).to_core(),
-    "NodeClaim": lambda o: crds.NodeClaimDoc.model_validate(o).to_core(),
-    "NodeOverlay": lambda o: crds.NodeOverlayDoc.model_validate(o).to_core(),
+    "NodePool": lambda o: nodepool.NodePoolDoc.model_validate(o).to_core(),
+    "NodeClaim": lambda o: nodeclaim.NodeClaimDoc.model_validate(o).to_core(),
+    "NodeOverlay": lambda o: nodeoverlay.NodeOverlayDoc.model_validate(o).to_core(),
     "Pod": kube.pod,
     "Node": kube.node,
     "DaemonSet": kube.daemonset,
-    "PodDisruptionBudget": kube.pdb,
+    "PodDisruptionBudget": pdb.pdb,
     "PersistentVolumeClaim": kube.pvc,
     "PersistentVolume": kube.pv,
     "StorageClass": kube.storage_class,
@@ -86,17 +87,22 @@ class _Doc:
     source: str
     index: int
     body: Mapping[str, Any]
+    item: int | None = None
+    base: Path = Path()
 
     def where(self) -> str:
+        """``file: document N [items[i]] (Kind namespace/name)``."""
         kind = self.body.get("kind", "?")
-        meta = self.body.get("metadata") if isinstance(self.body.get("metadata"), Mapping) else {}
-        name = meta.get("name", "") if isinstance(meta, Mapping) else ""
-        ns = meta.get("namespace") if isinstance(meta, Mapping) else None
-        ident = f"{ns}/{name}" if ns else str(name)
-        return f"{self.source}: document {self.index} ({kind} {ident})".replace(" )", ")")
+        meta = self.body.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        name = meta.get("name") or ""
+        ns = meta.get("namespace")
+        ident = f"{ns}/{name}" if ns and name else str(name)
+        item = "" if self.item is None else f" items[{self.item}]"
+        return f"{self.source}: document {self.index}{item} ({kind} {ident})".replace(" )", ")")
 
 
-def _documents(source: str, text: str) -> Iterator[_Doc]:
+def _documents(source: str, text: str, base: Path) -> Iterator[_Doc]:
     try:
         raw_docs = list(yaml.load_all(text, Loader=_LOADER))
     except yaml.YAMLError as err:
@@ -118,9 +124,9 @@ def _documents(source: str, text: str) -> Iterator[_Doc]:
                     raise ScenarioError(
                         f"{source}: document {index} (List): items[{sub}]: expected an object"
                     )
-                yield _Doc(f"{source}", index, item)
+                yield _Doc(source, index, item, sub, base)
             continue
-        yield _Doc(source, index, body)
+        yield _Doc(source, index, body, None, base)
 
 
 def _decode(doc: _Doc) -> tuple[str, object]:
@@ -132,14 +138,29 @@ def _decode(doc: _Doc) -> tuple[str, object]:
         got = doc.body.get("apiVersion")
         raise ScenarioError(f"{doc.where()}: apiVersion: {kind} needs {_KINDS[kind]}, got {got!r}")
     try:
-        return kind, _DECODERS[kind](doc.body)
+        value = _DECODERS[kind](doc.body)
     except DecodeError as err:
         raise ScenarioError(f"{doc.where()}: {err}") from None
     except ValidationError as err:
         first = err.errors()[0]
-        path = crds.pydantic_path(tuple(first["loc"]))
-        msg = str(first["msg"]).removeprefix("Value error, ")
+        path = crdfields.pydantic_path(tuple(first["loc"]))
+        msg = " ".join(str(first["msg"]).removeprefix("Value error, ").split())
         raise ScenarioError(f"{doc.where()}: {path}: {msg}") from None
+    if isinstance(value, simulation.CatalogSpec):
+        value = _preset(doc, value)
+    return kind, value
+
+
+def _preset(doc: _Doc, spec: simulation.CatalogSpec) -> simulation.CatalogSpec:
+    """Check a catalog preset can be built, resolving ``priceFile`` against its file."""
+    if spec.preset != "fake":
+        raise ScenarioError(
+            f"{doc.where()}: spec.preset: the {spec.preset} preset is not available yet (it "
+            "arrives with the AWS provider); use preset: fake or InstanceType documents"
+        )
+    if spec.price_file:
+        return dataclasses.replace(spec, price_file=str(doc.base / spec.price_file))
+    return spec
 
 
 def _name(kind: str, value: object) -> tuple[str, str, str]:
@@ -166,8 +187,8 @@ def load(
     """Load scenario files into a snapshot (raises ScenarioError)."""
     objects: dict[str, list[object]] = {k: [] for k in _KINDS}
     seen: dict[tuple[str, str, str], str] = {}
-    for source, text, _base in _read(paths, stdin_text):
-        for doc in _documents(source, text):
+    for source, text, base in _read(paths, stdin_text):
+        for doc in _documents(source, text, base):
             kind, value = _decode(doc)
             if kind != "InstanceTypeCatalog":
                 key = _name(kind, value)
@@ -185,14 +206,8 @@ def _catalog(objects: Mapping[str, list[object]]) -> tuple[InstanceType, ...]:
     explicit = [t for t in objects["InstanceType"] if isinstance(t, InstanceType)]
     presets = [c for c in objects["InstanceTypeCatalog"] if isinstance(c, simulation.CatalogSpec)]
     types: list[InstanceType] = list(explicit)
-    for preset in presets:
-        if preset.preset == "fake":
-            types.extend(fake_instance_types(preset.count))
-        else:
-            raise ScenarioError(
-                "InstanceTypeCatalog: spec.preset: the aws preset is not available yet "
-                "(it arrives with the AWS provider); use preset: fake or InstanceType documents"
-            )
+    for preset in presets:  # only fake presets get here: _preset refuses the others
+        types.extend(fake_instance_types(preset.count))
     if not explicit and not presets:
         raise ScenarioError(
             "no InstanceType or InstanceTypeCatalog document: the default aws preset is not "
@@ -213,7 +228,13 @@ def _scenario(objects: Mapping[str, list[object]], overlay_gate: bool) -> Scenar
     types = _catalog(objects)
     pools: tuple[NodePool, ...] = of("NodePool", NodePool)
     pods: tuple[Pod, ...] = of("Pod", Pod)
-    namespaces = sorted({p.namespace for p in pods})
+    pdbs = tuple(
+        b.resolve(pods) if isinstance(b, pdb.UnresolvedBudget) else b
+        for b in objects["PodDisruptionBudget"]
+        if isinstance(b, (PodDisruptionBudget, pdb.UnresolvedBudget))
+    )
+    namespaced = (*pods, *pdbs, *objects["DaemonSet"], *objects["PersistentVolumeClaim"])
+    namespaces = sorted({str(getattr(o, "namespace", "")) for o in namespaced} - {""})
     cluster = Cluster(
         nodepools=pools,
         instance_types={
@@ -226,7 +247,7 @@ def _scenario(objects: Mapping[str, list[object]], overlay_gate: bool) -> Scenar
         nodeclaims=of("NodeClaim", NodeClaim),
         pods=pods,
         daemonsets=of("DaemonSet", DaemonSet),
-        pdbs=of("PodDisruptionBudget", PodDisruptionBudget),
+        pdbs=pdbs,
         pvcs=of("PersistentVolumeClaim", PersistentVolumeClaim),
         pvs=of("PersistentVolume", PersistentVolume),
         storage_classes=of("StorageClass", StorageClass),
