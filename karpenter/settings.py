@@ -78,6 +78,19 @@ class Settings(BaseSettings):
         parse_duration(value)
         return value
 
+    @field_validator("DISABLE_LEADER_ELECTION", mode="before")
+    @classmethod
+    def _bool(cls, value: object) -> object:
+        # upstream's bool flags accept only true/false; pydantic would also take yes/on/1
+        if isinstance(value, str) and value.lower() not in ("true", "false"):
+            raise ValueError(f"invalid boolean {value!r} (true or false)")
+        return value
+
+    @field_validator("CPU_REQUESTS")
+    @classmethod
+    def _cpu(cls, value: int) -> int:
+        return value if value > 0 else 1000  # upstream: <= 0 means the default
+
     @field_validator("FEATURE_GATES")
     @classmethod
     def _gates(cls, value: str) -> str:

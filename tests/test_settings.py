@@ -1,0 +1,108 @@
+"""Settings: upstream's environment names and defaults, and one clear error per bad variable."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from karpenter import settings as settings_mod
+from karpenter.settings import Settings
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no environment the settings are upstream's defaults."""
+    for name in Settings.model_fields:
+        monkeypatch.delenv(name, raising=False)
+    s = Settings()
+    assert (s.batch_max_seconds, s.batch_idle_seconds) == (10.0, 1.0)
+    assert (s.PREFERENCE_POLICY, s.MIN_VALUES_POLICY, s.LOG_LEVEL) == ("Respect", "Strict", "info")
+    assert (s.METRICS_PORT, s.HEALTH_PROBE_PORT) == (8080, 8081)
+    assert (s.KUBE_CLIENT_QPS, s.KUBE_CLIENT_BURST) == (200, 300)
+    assert s.LEADER_ELECTION_NAME == "karpenter-leader-election"
+    assert (s.CPU_REQUESTS, s.MEMORY_LIMIT, s.AWS_REGION) == (1000, -1, "us-west-2")
+    assert s.DISABLE_LEADER_ELECTION is False
+    assert s.feature_gates == settings_mod.DEFAULT_FEATURE_GATES
+
+
+@pytest.mark.parametrize(
+    ("env", "check"),
+    [
+        pytest.param(
+            {"FEATURE_GATES": "SpotToSpotConsolidation=true, NodeOverlay=true"},
+            lambda s: (
+                s.feature_gates["SpotToSpotConsolidation"]
+                and s.feature_gates["NodeOverlay"]
+                and s.feature_gates["ReservedCapacity"]
+            ),
+            id="gates-merge-over-defaults",
+        ),
+        pytest.param(
+            {"FEATURE_GATES": "ReservedCapacity=false"},
+            lambda s: not s.feature_gates["ReservedCapacity"],
+            id="gate-turned-off",
+        ),
+        pytest.param(
+            {"BATCH_IDLE_DURATION": "500ms", "BATCH_MAX_DURATION": "1m30s"},
+            lambda s: s.batch_idle_seconds == 0.5 and s.batch_max_seconds == 90.0,
+            id="go-durations",
+        ),
+        pytest.param({"CPU_REQUESTS": "0"}, lambda s: s.CPU_REQUESTS == 1000, id="cpu-zero"),
+        pytest.param(
+            {"DISABLE_LEADER_ELECTION": "true"},
+            lambda s: s.DISABLE_LEADER_ELECTION,
+            id="bool-true",
+        ),
+        pytest.param({"CLUSTER_NAME": "prod"}, lambda s: s.CLUSTER_NAME == "prod", id="cluster"),
+        pytest.param({"LOG_LEVEL": ""}, lambda s: s.LOG_LEVEL == "", id="empty-log-level"),
+    ],
+)
+def test_overrides(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], check: object) -> None:
+    """Each environment variable overrides its default."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert callable(check)
+    assert check(Settings())
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        pytest.param("PREFERENCE_POLICY", "Maybe", id="preference-policy"),
+        pytest.param("MIN_VALUES_POLICY", "Loose", id="min-values-policy"),
+        pytest.param("LOG_LEVEL", "trace", id="log-level"),
+        pytest.param("BATCH_MAX_DURATION", "10 seconds", id="duration"),
+        pytest.param("BATCH_IDLE_DURATION", "1d", id="duration-unit"),
+        pytest.param("FEATURE_GATES", "NodeOverlay", id="gate-without-value"),
+        pytest.param("FEATURE_GATES", "NodeOverlay=yes", id="gate-not-bool"),
+        pytest.param("METRICS_PORT", "http", id="port"),
+        pytest.param("DISABLE_LEADER_ELECTION", "yes", id="bool-only-true-false"),
+    ],
+)
+def test_invalid_values_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    """An invalid value fails with a one-line message that names the variable."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError) as info:
+        Settings()
+    message = settings_mod.describe_error(info.value)
+    assert message.startswith(f"{name}: ")
+    assert "\n" not in message
+
+
+def test_core_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """core_options carries the policies and the gates the decision core reads."""
+    monkeypatch.setenv("PREFERENCE_POLICY", "Ignore")
+    monkeypatch.setenv("MIN_VALUES_POLICY", "BestEffort")
+    monkeypatch.setenv("FEATURE_GATES", "SpotToSpotConsolidation=true,NodeOverlay=true")
+    options = Settings().core_options()
+    assert options.preference_policy == "Ignore"
+    assert options.min_values_policy == "BestEffort"
+    assert options.spot_to_spot_consolidation and options.node_overlay
+
+
+def test_frozen() -> None:
+    """Settings are immutable once read."""
+    s = Settings()
+    with pytest.raises(ValidationError):
+        s.LOG_LEVEL = "debug"
