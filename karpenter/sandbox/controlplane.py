@@ -200,16 +200,15 @@ class _Pki:
         _write_key(key, pair.key)
         return pair
 
-    def service_account_keys(self) -> tuple[Path, Path]:
+    def service_account_keys(self, private: Path, public: Path) -> None:
+        """The key pair the apiserver signs and verifies service-account tokens with."""
         key = _new_key()
-        private, public = self.directory / "sa.key", self.directory / "sa.pub"
         _write_key(key, private)
         public.write_bytes(
             key.public_key().public_bytes(
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
             )
         )
-        return private, public
 
 
 def _kubeconfig(server: str, ca: Path, client: _KeyPair, user: str) -> str:
@@ -319,6 +318,8 @@ class LocalControlPlane:
         self._processes: dict[str, _Process] = {}
         self._pki: _Pki | None = None
         self._admin: _KeyPair | None = None
+        self._sa_private = self.work_dir / "pki" / "sa.key"
+        self._sa_public = self.work_dir / "pki" / "sa.pub"
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -393,7 +394,7 @@ class LocalControlPlane:
             ),
             server_ips=("127.0.0.1", _KUBERNETES_SERVICE_IP),
         )
-        self._sa_private, self._sa_public = pki.service_account_keys()
+        pki.service_account_keys(self._sa_private, self._sa_public)
         self._admin = pki.issue("admin", "admin", organization="system:masters")
         self.kubeconfig.write_text(_kubeconfig(self.server, pki.ca.cert, self._admin, "admin"))
         # The scheduler and controller-manager keep their canonical user names (so audit/events

@@ -59,6 +59,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return
     if not any(item.get_closest_marker("e2e") for item in session.items):
         return
     try:
