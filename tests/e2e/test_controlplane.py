@@ -123,3 +123,28 @@ async def test_restart_apiserver_keeps_data_and_serves_watches(
                 seen.append((event["type"], event["object"].metadata.name))
                 break
     assert seen == [("ADDED", "after-restart")]
+
+
+@pytest.mark.asyncio
+async def test_controller_manager_runs_deployments(api: client.ApiClient) -> None:
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    ns = await _new_namespace(core)
+    labels = {"app": "web"}
+    template = client.V1PodTemplateSpec(
+        metadata=client.V1ObjectMeta(labels=labels),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="app", image="pause")]),
+    )
+    deployment = client.V1Deployment(
+        metadata=client.V1ObjectMeta(name="web"),
+        spec=client.V1DeploymentSpec(
+            replicas=2, selector=client.V1LabelSelector(match_labels=labels), template=template
+        ),
+    )
+    await apps.create_namespaced_deployment(ns, deployment)
+
+    async def two_pods() -> Any:
+        pods = await core.list_namespaced_pod(ns, label_selector="app=web")
+        return len(pods.items) == 2
+
+    # Deployment -> ReplicaSet -> Pods needs the deployment and replicaset controllers.
+    await eventually(two_pods, "the controller-manager to create the Deployment's pods")
