@@ -112,16 +112,16 @@ class Requirement(Model):
 
     @model_validator(mode="after")
     def _valid(self) -> Requirement:
+        if self.operator in NUMERIC_OPERATORS and (
+            len(self.values) != 1 or not self.values[0].isdigit()
+        ):
+            raise ValueError(f"values: operator {self.operator} needs one non-negative integer")
         for v in self.values:
             why = label_value_problem(v)
             if why:
                 raise ValueError(f"values: {why}")
         if self.operator == "In" and not self.values:
             raise ValueError("values: operator In needs at least one value")
-        if self.operator in NUMERIC_OPERATORS and (
-            len(self.values) != 1 or not self.values[0].isdigit()
-        ):
-            raise ValueError(f"values: operator {self.operator} needs one non-negative integer")
         if self.operator == "In" and self.min_values and len(self.values) < self.min_values:
             raise ValueError(f"minValues {self.min_values} exceeds the {len(self.values)} values")
         return self

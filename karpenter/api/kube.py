@@ -268,6 +268,7 @@ def _container_requests(c: Obj, path: str) -> dict[str, int]:
 def _pod_requests(spec: Obj, path: str) -> dict[str, int]:
     containers: list[dict[str, int]] = []
     inits: list[dict[str, int]] = []
+    sidecars: list[dict[str, int]] = []
     for i, c in enumerate(_list(spec.get("containers"), f"{path}.containers")):
         containers.append(
             _container_requests(map_of(c, f"{path}.containers[{i}]"), f"{path}.containers[{i}]")
@@ -275,9 +276,13 @@ def _pod_requests(spec: Obj, path: str) -> dict[str, int]:
     for i, raw_c in enumerate(_list(spec.get("initContainers"), f"{path}.initContainers")):
         p = f"{path}.initContainers[{i}]"
         c = map_of(raw_c, p)
-        (containers if c.get("restartPolicy") == "Always" else inits).append(
-            _container_requests(c, p)
-        )
+        request = _container_requests(c, p)
+        if c.get("restartPolicy") == "Always":
+            containers.append(request)
+            sidecars.append(request)
+        else:
+            # sidecars declared earlier are already running while this init container runs
+            inits.append(res.add(request, *sidecars))
     overhead = resources(spec.get("overhead"), f"{path}.overhead")
     total = res.merge_pod_requests(containers, inits, overhead)
     total[res.PODS] = total.get(res.PODS, 0) + 1000  # every pod takes one pod slot
