@@ -7,6 +7,7 @@ naming the field path on malformed input.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -83,6 +84,8 @@ def name_of(meta: Obj, path: str = "metadata.name") -> str:
 
 
 def _each(items: list[Any], path: str, fn: Callable[[Any, str], T]) -> tuple[T, ...]:
+    if not items:
+        return ()
     return tuple(fn(item, f"{path}[{i}]") for i, item in enumerate(items))
 
 
@@ -103,12 +106,18 @@ def timestamp(value: Any, path: str) -> float | None:
     return when.timestamp()
 
 
+# The same few quantity strings recur across thousands of pods; ``typed`` keeps True apart from 1.
+_quantity = functools.lru_cache(maxsize=4096, typed=True)(parse_quantity)
+
+
 def resources(value: Any, path: str) -> dict[str, int]:
     """A resource list in milli-units."""
     out = {}
     for name, quantity in map_of(value, path).items():
         try:
-            out[str(name)] = parse_quantity(quantity)
+            if not isinstance(quantity, (str, int, float)):
+                raise QuantityError(quantity)
+            out[str(name)] = _quantity(quantity)
         except QuantityError:
             raise DecodeError(f"{path}.{name}", f"invalid quantity {quantity!r}") from None
     return out

@@ -272,6 +272,11 @@ BAD = [
         POD + "---\n" + POD, "document 3 (Pod p): metadata.name: duplicate Pod", id="duplicate"
     ),
     pytest.param(
+        POD.replace("[{name: c}]", "[{name: c, resources: {limits: {memory: null}}}]"),
+        "spec.containers[0].resources.limits.memory: invalid quantity None",
+        id="null-quantity",
+    ),
+    pytest.param(
         _pool_req("{key: a, operator: Near, values: [x]}"),
         "document 2 (NodePool np): spec.template.spec.requirements[0].operator",
         id="bad-operator",
