@@ -1,0 +1,1 @@
+"""Cloud providers: the CloudProvider port and its implementations (simulated, AWS)."""
