@@ -61,10 +61,11 @@ def simulate(args: argparse.Namespace) -> int:
     now = args.now if args.now is not None else datetime.now(UTC).timestamp()  # noqa: TID251 - the CLI is the shell; the core takes `now` as an argument
     options = settings.core_options()
     if args.disruption:
-        return _fail("--disruption: disruption mode is not implemented yet")
-    del now  # provisioning decisions do not depend on the clock
-    doc = runner.provisioning(scenario, options)
-    table = output.provisioning_table
+        doc = runner.disruption(scenario, options, now)
+        table = output.disruption_table
+    else:
+        doc = runner.provisioning(scenario, options)
+        table = output.provisioning_table
     fmt = args.output or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
         json.dump(doc, sys.stdout, indent=2)

@@ -7,13 +7,13 @@ value the decision core takes.
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from karpenter.core.model.cluster import Options
+from karpenter.core.model.duration import parse_go_duration
 
 DEFAULT_FEATURE_GATES = {
     "NodeRepair": False,
@@ -23,19 +23,11 @@ DEFAULT_FEATURE_GATES = {
     "StaticCapacity": False,
     "CapacityBuffer": False,
 }
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(h|m|s|ms|us|µs|ns))+$")
-_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
 def parse_duration(text: str) -> float:
     """A Go duration (``1s``, ``500ms``, ``1h30m``) in seconds."""
-    text = text.strip()
-    if text == "0":
-        return 0.0
-    if not _DURATION.match(text):
-        raise ValueError(f"invalid duration {text!r} (examples: 10s, 500ms, 1m30s)")
-    return sum(float(n) * _UNITS[u] for n, u in _PART.findall(text))
+    return parse_go_duration(text)
 
 
 def parse_feature_gates(text: str) -> dict[str, bool]:

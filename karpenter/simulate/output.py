@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from karpenter.core.disruption.planner import Plan
 from karpenter.core.model import labels as lbl
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.scheduling.taints import Taint
@@ -92,4 +93,63 @@ def provisioning_table(doc: JSON) -> str:
     if doc["unschedulable"]:
         lines.append(f"{len(doc['unschedulable'])} pod(s) cannot be scheduled:")
         lines.extend(f"  {u['pod']}: {u['reason']}" for u in doc["unschedulable"])
+    return "\n".join(lines)
+
+
+def disruption_json(result: Plan) -> JSON:
+    """The disruption-mode document (contract fields, plus method/savings/moves/blocked)."""
+    commands = []
+    for step in result.steps:
+        command = step.command
+        replacements = []
+        for index, (claim, name) in enumerate(
+            zip(command.replacements, step.replacement_names, strict=True)
+        ):
+            doc = claim_json(claim, name)
+            doc["pods"] = [key for key, to in command.moves if to == f"replacement:{index}"]
+            replacements.append(doc)
+        moves = [{"pod": key, "node": step.destination(to)} for key, to in command.moves]
+        commands.append(
+            {
+                "reason": command.reason,
+                "nodes": list(command.names),
+                "replacements": replacements,
+                "method": command.method,
+                "savingsPerHour": _price(command.savings),
+                "podsMoved": moves,
+            }
+        )
+    return {
+        "commands": commands,
+        "pricePerHourBefore": _price(result.price_before),
+        "pricePerHourAfter": _price(result.price_after),
+        "blocked": [{"node": b.name, "reason": b.reason} for b in result.blocked],
+    }
+
+
+def disruption_table(doc: JSON) -> str:
+    """A human summary of the disruption document."""
+    lines = [f"{'#':>3}  {'REASON':<14}{'SAVINGS/H':>10}  NODES -> REPLACEMENTS"]
+    for i, c in enumerate(doc["commands"], 1):
+        nodes = ", ".join(c["nodes"])
+        if len(nodes) > 60:
+            nodes = f"{nodes[:57]}... ({len(c['nodes'])} nodes)"
+        new = ", ".join(
+            f"{r['name']} ({r['launch']['instanceType']} {r['launch']['capacityType']})"
+            for r in c["replacements"]
+        )
+        lines.append(
+            f"{i:>3}  {c['reason']:<14}{c['savingsPerHour']:>10.4f}  {nodes} -> {new or '(delete)'}"
+        )
+    lines.append("")
+    before, after = doc["pricePerHourBefore"], doc["pricePerHourAfter"]
+    saved = before - after
+    share = f" ({saved / before:.1%})" if before > 0 else ""
+    lines.append(
+        f"{len(doc['commands'])} command(s); {before:.4f} -> {after:.4f} USD/hour,"
+        f" saving {saved:.4f}{share}"
+    )
+    if doc["blocked"]:
+        lines.append(f"{len(doc['blocked'])} node(s) left as they are:")
+        lines.extend(f"  {b['node']}: {b['reason']}" for b in doc["blocked"])
     return "\n".join(lines)

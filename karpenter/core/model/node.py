@@ -62,3 +62,5 @@ class NodeClaim:
     creation: float = 0.0
     deleting: bool = False
     instance_terminating: bool = False
+    # When a non-DaemonSet pod last bound to, or left, the node (consolidateAfter counts from it).
+    last_pod_event: float | None = None

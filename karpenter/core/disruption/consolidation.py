@@ -1,0 +1,259 @@
+"""Consolidation's decision for a set of candidates: delete them, replace them, or leave them.
+
+After simulating the candidates' removal (``simulation.reschedule``):
+- a pod that cannot be placed, or a pod that would land on an uninitialized node: no command;
+- no new NodeClaim: delete;
+- more than one new NodeClaim: no command (consolidation never replaces one node with many);
+- exactly one: replace, keeping only the instance types whose worst-case launch price (the
+  most expensive compatible offering of the capacity type that would be bought: reserved, else
+  spot, else on-demand) is strictly below the candidates' total price. A replacement that could
+  be spot or on-demand is pinned to spot, so a spot shortage fails the launch instead of
+  buying dearer on-demand. When every candidate is spot and the replacement may be spot, the
+  spot-to-spot rules apply: the ``SpotToSpotConsolidation`` gate, and for a single node at least
+  15 cheaper types (then the 15 cheapest are kept) so the replacement is not the next node to be
+  interrupted.
+Multi-node replacements also drop types equal to a candidate's own type unless cheaper than that
+candidate (else deleting fewer nodes would do). Pools with the ``Balanced`` policy approve a
+command only when its savings share is at least half its disruption share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+from karpenter.core.disruption.candidates import Candidate, state_price
+from karpenter.core.disruption.commands import METHOD_MULTI, Command, NoOp
+from karpenter.core.disruption.context import DisruptionPass
+from karpenter.core.disruption.simulation import reschedule
+from karpenter.core.model import labels as lbl
+from karpenter.core.model.instancetype import InstanceType, Offering
+from karpenter.core.model.nodepool import BALANCED, REASON_UNDERUTILIZED
+from karpenter.core.provisioning.results import Launch, NewNodeClaim, min_values_met
+from karpenter.core.scheduling.requirements import Requirement, Requirements
+
+MIN_SPOT_TO_SPOT_TYPES = 15
+BALANCED_K = 2.0
+_LAUNCH_ORDER = (lbl.CAPACITY_TYPE_RESERVED, lbl.CAPACITY_TYPE_SPOT, lbl.CAPACITY_TYPE_ON_DEMAND)
+
+
+def _compatible(it: InstanceType, reqs: Requirements) -> list[Offering]:
+    zone = reqs.get_or_exists(lbl.ZONE)
+    ctype = reqs.get_or_exists(lbl.CAPACITY_TYPE)
+    return [
+        o for o in it.offerings if o.available and zone.has(o.zone) and ctype.has(o.capacity_type)
+    ]
+
+
+def worst_launch_price(it: InstanceType, reqs: Requirements) -> float | None:
+    """The dearest offering of the capacity type a launch would use (None: cannot launch)."""
+    offerings = _compatible(it, reqs)
+    for ctype in _LAUNCH_ORDER:
+        prices = [o.price for o in offerings if o.capacity_type == ctype]
+        if prices:
+            return max(prices)
+    return None
+
+
+def _cheapest(it: InstanceType, reqs: Requirements) -> Offering | None:
+    offerings = _compatible(it, reqs)
+    return min(offerings, key=lambda o: o.price) if offerings else None
+
+
+def _with_capacity_types(reqs: Requirements, ctypes: frozenset[str]) -> Requirements:
+    return reqs.intersect(Requirements((Requirement(lbl.CAPACITY_TYPE, False, ctypes),)))
+
+
+def rebuild(
+    ps: DisruptionPass,
+    claim: NewNodeClaim,
+    types: Sequence[InstanceType],
+    capacity_types: frozenset[str] | None = None,
+) -> NewNodeClaim | str:
+    """The claim narrowed to ``types`` (and capacity types), relaunched on the cheapest."""
+    reqs = claim.requirements
+    if capacity_types is not None:
+        reqs = _with_capacity_types(reqs, capacity_types)
+    priced: list[tuple[Offering, InstanceType]] = []
+    for it in types:
+        offer = _cheapest(it, reqs)
+        if offer is not None:
+            priced.append((offer, it))
+    if not priced:
+        return "no remaining instance type has an available offering"
+    priced.sort(key=lambda pair: pair[0].price)
+    kept = [it for _, it in priced]
+    failures = min_values_met(claim.requirements, kept)
+    if failures and ps.options.min_values_policy == "Strict":
+        return "; ".join(failures)
+    ctypes = frozenset(o.capacity_type for it in kept for o in _compatible(it, reqs))
+    reqs = reqs.intersect(
+        Requirements(
+            (
+                Requirement(lbl.INSTANCE_TYPE, False, frozenset(it.name for it in kept)),
+                Requirement(lbl.CAPACITY_TYPE, False, ctypes),
+            )
+        )
+    )
+    offer, launched = priced[0]
+    labels = dict(claim.labels)
+    old = next((it for it in claim.instance_types if it.name == claim.launch.instance_type), None)
+    if old is not None:
+        for key, value in old.requirements.single_values().items():
+            if labels.get(key) == value:
+                del labels[key]
+    labels.update(launched.requirements.single_values())
+    pool = ps.pools.get(claim.nodepool)
+    if pool is not None:
+        labels.update(pool.template.labels)
+    labels[lbl.INSTANCE_TYPE] = launched.name
+    labels[lbl.ZONE] = offer.zone
+    labels[lbl.CAPACITY_TYPE] = offer.capacity_type
+    return replace(
+        claim,
+        requirements=reqs,
+        instance_types=tuple(kept),
+        launch=Launch(launched.name, offer.zone, offer.capacity_type, offer.price),
+        labels=dict(sorted(labels.items())),
+        min_values_relaxed=claim.min_values_relaxed or bool(failures),
+    )
+
+
+def _cheaper(types: Sequence[InstanceType], reqs: Requirements, limit: float) -> list[InstanceType]:
+    out = []
+    for it in types:
+        worst = worst_launch_price(it, reqs)
+        if worst is not None and worst < limit:
+            out.append(it)
+    return out
+
+
+def _spot_to_spot(
+    ps: DisruptionPass, claim: NewNodeClaim, candidates: Sequence[Candidate], single: bool
+) -> NewNodeClaim | NoOp:
+    if not ps.options.spot_to_spot_consolidation:
+        return NoOp(
+            "SpotToSpotDisabled",
+            "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node",
+        )
+    spot = frozenset((lbl.CAPACITY_TYPE_SPOT,))
+    reqs = _with_capacity_types(claim.requirements, spot)
+    price = sum(c.price for c in candidates)
+    cheaper = _cheaper(claim.instance_types, reqs, price)
+    if not cheaper:
+        return NoOp("NotCheaper", "can't replace with a cheaper node")
+    if single:
+        if len(cheaper) < MIN_SPOT_TO_SPOT_TYPES:
+            return NoOp(
+                "SpotToSpotTooFewTypes",
+                f"SpotToSpotConsolidation requires {MIN_SPOT_TO_SPOT_TYPES} cheaper instance type"
+                f" options than the current candidate to consolidate, got {len(cheaper)}",
+            )
+        cheaper.sort(key=lambda it: worst_launch_price(it, reqs) or 0.0)
+        keep = MIN_SPOT_TO_SPOT_TYPES
+        # Keep more than 15 only when minValues needs them.
+        while keep < len(cheaper) and min_values_met(claim.requirements, cheaper[:keep]):
+            keep += 1
+        cheaper = cheaper[:keep]
+    built = rebuild(ps, claim, cheaper, spot)
+    return NoOp("NotCheaper", built) if isinstance(built, str) else built
+
+
+def _replacement(
+    ps: DisruptionPass, claim: NewNodeClaim, candidates: Sequence[Candidate], single: bool
+) -> NewNodeClaim | NoOp:
+    ctype = claim.requirements.get_or_exists(lbl.CAPACITY_TYPE)
+    if all(c.capacity_type == lbl.CAPACITY_TYPE_SPOT for c in candidates) and ctype.has(
+        lbl.CAPACITY_TYPE_SPOT
+    ):
+        return _spot_to_spot(ps, claim, candidates, single)
+    price = sum(c.price for c in candidates)
+    cheaper = _cheaper(claim.instance_types, claim.requirements, price)
+    if not cheaper:
+        return NoOp("NotCheaper", "can't replace with a cheaper node")
+    pin: frozenset[str] | None = None
+    if ctype.has(lbl.CAPACITY_TYPE_SPOT) and ctype.has(lbl.CAPACITY_TYPE_ON_DEMAND):
+        pin = frozenset((lbl.CAPACITY_TYPE_SPOT,))
+    built = rebuild(ps, claim, cheaper, pin)
+    return NoOp("NotCheaper", built) if isinstance(built, str) else built
+
+
+def _without_same_types(
+    ps: DisruptionPass, claim: NewNodeClaim, candidates: Sequence[Candidate]
+) -> NewNodeClaim | NoOp:
+    names = {it.name for it in claim.instance_types}
+    ceiling = math.inf
+    for c in candidates:
+        if c.instance_type is not None and c.instance_type.name in names and c.price > 0:
+            ceiling = min(ceiling, c.price)
+    if math.isinf(ceiling):
+        return claim
+    kept = _cheaper(claim.instance_types, claim.requirements, ceiling)
+    if not kept:
+        return NoOp("SameType", "replacement would be a candidate's own instance type")
+    built = rebuild(ps, claim, kept)
+    return NoOp("SameType", built) if isinstance(built, str) else built
+
+
+def balanced_rejection(ps: DisruptionPass, command: Command) -> str:
+    """Why a Balanced pool vetoes ``command`` ("" when every Balanced pool approves)."""
+    total = command.price_removed
+    for pool_name in sorted({c.nodepool.name for c in command.candidates}):
+        pool = ps.pools[pool_name]
+        if pool.disruption.consolidation_policy != BALANCED:
+            continue
+        mine = [c for c in command.candidates if c.nodepool.name == pool_name]
+        share = (
+            sum(c.price for c in mine) / total
+            if total > 0
+            else 1.0 / len({c.nodepool.name for c in command.candidates})
+        )
+        savings = command.savings * share
+        pool_cost, pool_disruption = ps.pool_totals(pool_name)
+        move = sum(c.reschedule_cost for c in mine)
+        if savings <= 0 or pool_cost <= 0 or pool_disruption <= 0:
+            return f"Balanced: NodePool {pool_name} sees no savings"
+        score = (savings / pool_cost) / (move / pool_disruption)
+        if score < 1.0 / BALANCED_K:
+            return (
+                f"Balanced: NodePool {pool_name} score {score:.3f} is below"
+                f" {1.0 / BALANCED_K:.3f} (savings {savings / pool_cost:.1%},"
+                f" disruption {move / pool_disruption:.1%})"
+            )
+    return ""
+
+
+def consolidate(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> Command | NoOp:
+    """The consolidation command for exactly these candidates, or why there is none."""
+    outcome = reschedule(ps.cluster, candidates, ps.states, ps.options)
+    if outcome.failures:
+        return NoOp("Unschedulable", outcome.failure_message())
+    if outcome.uninitialized:
+        return NoOp(
+            "Uninitialized", f"pods would schedule on uninitialized node {outcome.uninitialized[0]}"
+        )
+    command = Command(REASON_UNDERUTILIZED, method, tuple(candidates), (), outcome.moves)
+    if len(outcome.claims) > 1:
+        return NoOp(
+            "TooManyReplacements",
+            f"can't remove without creating {len(outcome.claims)} candidates",
+        )
+    if outcome.claims:
+        single = len(candidates) == 1
+        built = _replacement(ps, outcome.claims[0], candidates, single)
+        if isinstance(built, NewNodeClaim) and method == METHOD_MULTI:
+            built = _without_same_types(ps, built, candidates)
+        if isinstance(built, NoOp):
+            return built
+        command = replace(command, replacements=(built,))
+    rejection = balanced_rejection(ps, command)
+    if rejection:
+        return NoOp("Balanced", rejection)
+    return command
+
+
+def pool_price(ps: DisruptionPass, pool_name: str) -> float:
+    """Hourly price of a pool's nodes (for Balanced scoring)."""
+    types = ps.types_by_pool.get(pool_name, {})
+    return sum(state_price(s, types) for s in ps.states if s.nodepool == pool_name)

@@ -1,0 +1,121 @@
+"""One disruption pass over a snapshot: the survey, the budgets and per-pool totals, built once.
+
+Methods read the pass and take from its budgets as they pick candidates; notes collect why
+candidates were passed over (the controller turns them into ``Unconsolidatable`` /
+``DisruptionBlocked`` events, ``simulate`` prints them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from karpenter.core.disruption import budgets as bud
+from karpenter.core.disruption.candidates import (
+    Blocked,
+    Candidate,
+    Survey,
+    eviction_cost,
+    reschedulable,
+    state_price,
+    survey,
+)
+from karpenter.core.model.cluster import Cluster, Options
+from karpenter.core.model.instancetype import InstanceType
+from karpenter.core.model.nodepool import NodePool
+from karpenter.core.provisioning.build import well_known_labels
+from karpenter.core.provisioning.existing import StateNode
+
+
+@dataclass(slots=True)
+class DisruptionPass:
+    """Everything a disruption method needs to decide on one snapshot."""
+
+    cluster: Cluster
+    options: Options
+    now: float
+    survey: Survey
+    pools: dict[str, NodePool]
+    types_by_pool: dict[str, dict[str, InstanceType]]
+    budgets: dict[str, dict[str, int]]
+    notes: list[Blocked] = field(default_factory=list)
+    _totals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # Per-pass memo for derived tables (free capacity per node, ...).
+    cache: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    # (cheapest available price, allocatable) of every instance type, cheapest first.
+    price_table: list[tuple[float, dict[str, int]]] | None = None
+
+    @property
+    def states(self) -> list[StateNode]:
+        """Every state node of the snapshot."""
+        return self.survey.states
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        """Candidates of every method (each method filters further)."""
+        return self.survey.candidates
+
+    def allowed(self, reason: str, pool: str) -> int:
+        """Disruptions still allowed for ``reason`` in ``pool`` in this pass."""
+        return self.budgets.get(reason, {}).get(pool, bud.UNLIMITED)
+
+    def take(self, reason: str, pool: str) -> bool:
+        """Spend one disruption of ``pool`` for ``reason``; False when none is left."""
+        left = self.allowed(reason, pool)
+        if left <= 0:
+            return False
+        self.budgets.setdefault(reason, {})[pool] = left - 1
+        return True
+
+    def note(self, name: str, reason: str) -> None:
+        """Remember why a node was passed over (first reason wins)."""
+        if all(n.name != name for n in self.notes):
+            self.notes.append(Blocked(name, reason))
+
+    def pool_totals(self, pool: str) -> tuple[float, float]:
+        """(hourly price, disruption cost) summed over every node of ``pool``."""
+        if pool not in self._totals:
+            types = self.types_by_pool.get(pool, {})
+            price = 0.0
+            cost = 0.0
+            for s in self.states:
+                if s.nodepool != pool:
+                    continue
+                price += state_price(s, types)
+                cost += 1.0 + sum(max(eviction_cost(p), 0.0) for p in s.pods if reschedulable(p))
+            self._totals[pool] = (price, cost)
+        return self._totals[pool]
+
+
+def budget_counts(states: list[StateNode]) -> dict[str, bud.PoolCount]:
+    """Managed, initialized nodes per pool, and those already disrupting (deleting/NotReady)."""
+    counts: dict[str, bud.PoolCount] = {}
+    for s in states:
+        pool = s.nodepool
+        if not pool or not s.initialized:
+            continue
+        if s.claim is not None and s.claim.instance_terminating:
+            continue
+        c = counts.get(pool, bud.PoolCount())
+        disrupting = c.disrupting + (1 if (s.deleting or not s.ready) else 0)
+        counts[pool] = bud.PoolCount(c.nodes + 1, disrupting)
+    return counts
+
+
+def new_pass(
+    cluster: Cluster,
+    options: Options,
+    now: float,
+    *,
+    assume_consolidate_after_elapsed: bool = True,
+) -> DisruptionPass:
+    """Survey the snapshot and compute the budgets for one pass."""
+    found = survey(
+        cluster,
+        now,
+        well_known_labels(cluster, options),
+        assume_consolidate_after_elapsed=assume_consolidate_after_elapsed,
+    )
+    pools = {p.name: p for p in cluster.nodepools}
+    types = {name: {it.name: it for it in its} for name, its in cluster.instance_types.items()}
+    allowed = bud.allowances(cluster.nodepools, budget_counts(found.states), now)
+    return DisruptionPass(cluster, options, now, found, pools, types, allowed)

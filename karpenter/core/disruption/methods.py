@@ -1,0 +1,213 @@
+"""The disruption methods, each turning one pass into at most one command.
+
+In upstream's order, the first method that yields a command acts in a pass:
+emptiness (every empty candidate within budget, one delete), drift (the oldest drifted
+candidate whose pods all fit elsewhere, replaced by as many NodeClaims as it needs),
+multi-node consolidation (the longest prefix of up to 100 ranked candidates that consolidates,
+found by binary search as upstream does) and single-node consolidation (the first candidate,
+round-robin over NodePools, that consolidates). Expiration is not budgeted and ignores
+do-not-disrupt and PDBs: a node past ``expireAfter`` is deleted, its pods rescheduled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from karpenter.core.disruption.candidates import Candidate
+from karpenter.core.disruption.commands import (
+    METHOD_DRIFT,
+    METHOD_EMPTINESS,
+    METHOD_EXPIRATION,
+    METHOD_MULTI,
+    METHOD_SINGLE,
+    Command,
+    NoOp,
+)
+from karpenter.core.disruption.consolidation import consolidate
+from karpenter.core.disruption.context import DisruptionPass
+from karpenter.core.disruption.prefilter import cannot_consolidate
+from karpenter.core.disruption.simulation import reschedule
+from karpenter.core.lifecycle import expires_at
+from karpenter.core.model.nodepool import (
+    REASON_DRIFTED,
+    REASON_EMPTY,
+    REASON_EXPIRED,
+    REASON_UNDERUTILIZED,
+    WHEN_EMPTY,
+)
+
+MAX_MULTI_CANDIDATES = 100
+
+
+def _ranked(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Consolidation order: price per disruption cost, highest first (ties by name)."""
+    return sorted(candidates, key=lambda c: (-c.savings_ratio, c.name))
+
+
+def _budget_note(ps: DisruptionPass, c: Candidate, reason: str) -> None:
+    ps.note(
+        c.name,
+        f"BudgetExhausted: no allowed disruptions for reason {reason} in NodePool"
+        f" {c.nodepool.name}",
+    )
+
+
+def expiration(ps: DisruptionPass) -> Command | None:
+    """The earliest-expired managed node, deleted and its pods rescheduled."""
+    expired = []
+    for c in ps.survey.managed.values():
+        at = expires_at(c.creation, c.expire_after)
+        if at is not None and at <= ps.now and not c.state.deleting:
+            expired.append((at, c.name, c))
+    if not expired:
+        return None
+    _, _, c = min(expired)
+    outcome = reschedule(ps.cluster, [c], ps.states, ps.options)
+    return Command(REASON_EXPIRED, METHOD_EXPIRATION, (c,), outcome.claims, outcome.moves)
+
+
+def emptiness(ps: DisruptionPass) -> Command | None:
+    """Every empty, consolidatable candidate within its pool's budget, in one delete."""
+    chosen = []
+    for c in _ranked(ps.candidates):
+        if not c.empty or c.nodepool.disruption.consolidate_after is None:
+            continue
+        if not c.consolidatable:
+            continue
+        if c.pod_blocker:
+            ps.note(c.name, f"PodBlocked: {c.pod_blocker}")
+            continue
+        if not ps.take(REASON_EMPTY, c.nodepool.name):
+            _budget_note(ps, c, REASON_EMPTY)
+            continue
+        chosen.append(c)
+    if not chosen:
+        return None
+    return Command(REASON_EMPTY, METHOD_EMPTINESS, tuple(chosen))
+
+
+def drift(ps: DisruptionPass) -> Command | None:
+    """The first drifted candidate (empty ones first, then oldest) that can be replaced."""
+    drifted = []
+    for c in ps.candidates:
+        if not c.drift:
+            continue
+        # Eventual disruption: a NodeClaim with terminationGracePeriod drains by force in
+        # the end, so pod-level blockers do not hold drift back.
+        if c.pod_blocker and c.termination_grace is None:
+            ps.note(c.name, f"PodBlocked: {c.pod_blocker}")
+            continue
+        drifted.append(c)
+    drifted.sort(key=lambda c: (not c.empty, c.creation, c.name))
+    for c in drifted:
+        if ps.allowed(REASON_DRIFTED, c.nodepool.name) <= 0:
+            _budget_note(ps, c, REASON_DRIFTED)
+            continue
+        outcome = reschedule(ps.cluster, [c], ps.states, ps.options)
+        if outcome.failures:
+            ps.note(c.name, f"Unschedulable: {outcome.failure_message()}")
+            continue
+        ps.take(REASON_DRIFTED, c.nodepool.name)
+        return Command(REASON_DRIFTED, METHOD_DRIFT, (c,), outcome.claims, outcome.moves)
+    return None
+
+
+def consolidation_candidates(ps: DisruptionPass) -> list[Candidate]:
+    """Candidates consolidation may act on, ranked; notes say why others were passed over."""
+    out = []
+    for c in ps.candidates:
+        pool = c.nodepool
+        if c.empty:
+            continue
+        if pool.disruption.consolidate_after is None:
+            ps.note(c.name, f"Unconsolidatable: NodePool {pool.name} has consolidation disabled")
+            continue
+        if pool.disruption.consolidation_policy == WHEN_EMPTY:
+            ps.note(
+                c.name,
+                f"Unconsolidatable: NodePool {pool.name} has consolidation policy WhenEmpty,"
+                " but node is not empty",
+            )
+            continue
+        if c.instance_type is None or not c.zone or not c.capacity_type:
+            ps.note(c.name, "Unconsolidatable: instance type, zone or capacity type unknown")
+            continue
+        if not c.consolidatable:
+            continue
+        if c.pod_blocker:
+            ps.note(c.name, f"PodBlocked: {c.pod_blocker}")
+            continue
+        out.append(c)
+    return _ranked(out)
+
+
+def multi_node(ps: DisruptionPass) -> Command | None:
+    """The largest ranked prefix (2..100 candidates) that consolidates (upstream's search)."""
+    taken: dict[str, int] = {}
+    chosen: list[Candidate] = []
+    for c in consolidation_candidates(ps):
+        pool = c.nodepool.name
+        if ps.allowed(REASON_UNDERUTILIZED, pool) - taken.get(pool, 0) <= 0:
+            continue
+        taken[pool] = taken.get(pool, 0) + 1
+        chosen.append(c)
+        if len(chosen) == MAX_MULTI_CANDIDATES:
+            break
+    if len(chosen) < 2:
+        return None
+    low, high = 1, len(chosen) - 1
+    best: Command | None = None
+    while low <= high:
+        mid = (low + high) // 2
+        result = consolidate(ps, chosen[: mid + 1], METHOD_MULTI)
+        if isinstance(result, Command):
+            best = result
+            low = mid + 1
+        else:
+            high = mid - 1
+    if best is not None:
+        for c in best.candidates:
+            ps.take(REASON_UNDERUTILIZED, c.nodepool.name)
+    return best
+
+
+def _round_robin(candidates: Sequence[Candidate]) -> list[Candidate]:
+    queues: dict[str, list[Candidate]] = {}
+    for c in candidates:
+        queues.setdefault(c.nodepool.name, []).append(c)
+    out: list[Candidate] = []
+    depth = 0
+    while len(out) < len(candidates):
+        for queue in queues.values():
+            if depth < len(queue):
+                out.append(queue[depth])
+        depth += 1
+    return out
+
+
+def single_node(ps: DisruptionPass) -> Command | None:
+    """The first candidate (ranked, round-robin over pools) that consolidates on its own."""
+    for c in _round_robin(consolidation_candidates(ps)):
+        if ps.allowed(REASON_UNDERUTILIZED, c.nodepool.name) <= 0:
+            _budget_note(ps, c, REASON_UNDERUTILIZED)
+            continue
+        quick = cannot_consolidate(ps, c)
+        if quick:
+            ps.note(c.name, quick)
+            continue
+        result = consolidate(ps, [c], METHOD_SINGLE)
+        if isinstance(result, NoOp):
+            ps.note(c.name, f"{result.kind}: {result.message}")
+            continue
+        ps.take(REASON_UNDERUTILIZED, c.nodepool.name)
+        return result
+    return None
+
+
+def next_command(ps: DisruptionPass) -> Command | None:
+    """The one command this pass carries out (expiration first, then upstream's order)."""
+    for method in (expiration, emptiness, drift, multi_node, single_node):
+        command = method(ps)
+        if command is not None:
+            return command
+    return None

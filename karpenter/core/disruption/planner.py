@@ -1,0 +1,171 @@
+"""Disruption as a sequence: compute a command, apply it to the snapshot, repeat until quiet.
+
+This is ``karpenter simulate --disruption``'s engine and the controller's single-pass entry
+(``decide``). Applying a command completes it: candidates and their Nodes/NodeClaims leave the
+snapshot, replacements join as initialized Nodes of their NodePool (stamped with the pool's
+template hash, so they are not drifted), moved pods are bound to their destinations, and pods
+nobody placed go back to pending. Each command therefore holds no budget from the next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from karpenter.core.disruption.candidates import Blocked, reschedulable, state_price
+from karpenter.core.disruption.commands import Command
+from karpenter.core.disruption.context import DisruptionPass, new_pass
+from karpenter.core.disruption.methods import next_command
+from karpenter.core.lifecycle import nodepool_hash
+from karpenter.core.model import labels as lbl
+from karpenter.core.model.cluster import Cluster, Options
+from karpenter.core.model.instancetype import InstanceType
+from karpenter.core.model.node import Node
+from karpenter.core.model.pod import Pod
+from karpenter.core.provisioning.existing import state_nodes
+from karpenter.core.provisioning.results import NewNodeClaim
+
+REPLACEMENT_PREFIX = "simulated-"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A command as carried out, with the names its replacements got."""
+
+    command: Command
+    replacement_names: tuple[str, ...]
+
+    def destination(self, target: str) -> str:
+        """A move's node name (``replacement:<i>`` resolved to the replacement's name)."""
+        if target.startswith("replacement:"):
+            return self.replacement_names[int(target.split(":", 1)[1])]
+        return target
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Every command in order, the fleet price around them, and what stayed blocked."""
+
+    steps: tuple[Step, ...]
+    price_before: float
+    price_after: float
+    blocked: tuple[Blocked, ...]
+    final: Cluster
+
+
+def decide(
+    cluster: Cluster,
+    options: Options,
+    now: float,
+    *,
+    assume_consolidate_after_elapsed: bool = False,
+) -> tuple[Command | None, DisruptionPass]:
+    """One controller pass: the command to start now (if any) and the pass's notes."""
+    ps = new_pass(
+        cluster, options, now, assume_consolidate_after_elapsed=assume_consolidate_after_elapsed
+    )
+    return next_command(ps), ps
+
+
+def fleet_price(cluster: Cluster) -> float:
+    """Hourly price of every managed node (and in-flight NodeClaim) of the snapshot."""
+    types: dict[str, dict[str, InstanceType]] = {
+        pool: {it.name: it for it in its} for pool, its in cluster.instance_types.items()
+    }
+    all_types = {name: it for its in types.values() for name, it in its.items()}
+    return sum(
+        state_price(s, types.get(s.nodepool, {}))
+        for s in state_nodes(cluster, all_types)
+        if s.nodepool
+    )
+
+
+def _replacement_node(claim: NewNodeClaim, name: str, cluster: Cluster, now: float) -> Node:
+    launched = next(it for it in claim.instance_types if it.name == claim.launch.instance_type)
+    labels = dict(claim.labels)
+    labels[lbl.HOSTNAME] = name
+    labels[lbl.NODEPOOL] = claim.nodepool
+    labels[lbl.REGISTERED] = "true"
+    labels[lbl.INITIALIZED] = "true"
+    annotations: dict[str, str] = {}
+    pool = next((p for p in cluster.nodepools if p.name == claim.nodepool), None)
+    if pool is not None:
+        annotations[lbl.NODEPOOL_HASH] = nodepool_hash(pool)
+        annotations[lbl.NODEPOOL_HASH_VERSION] = lbl.NODEPOOL_HASH_VERSION_CURRENT
+    return Node(
+        name=name,
+        labels=dict(sorted(labels.items())),
+        annotations=annotations,
+        taints=claim.taints,
+        capacity=dict(launched.capacity),
+        allocatable=launched.allocatable,
+        provider_id=f"simulated://{name}",
+        creation=now,
+    )
+
+
+def apply(cluster: Cluster, step: Step, now: float) -> Cluster:
+    """The snapshot after ``step`` completed."""
+    command = step.command
+    node_names = {c.state.node.name for c in command.candidates if c.state.node is not None}
+    claim_names = {c.state.claim.name for c in command.candidates if c.state.claim is not None}
+    destinations = {key: step.destination(target) for key, target in command.moves}
+    pods: list[Pod] = []
+    for pod in cluster.pods:
+        if pod.node_name and pod.node_name in node_names:
+            if pod.key in destinations:
+                pods.append(replace(pod, node_name=destinations[pod.key]))
+            elif reschedulable(pod):
+                pods.append(replace(pod, node_name="", nominated_node_name=""))
+            # DaemonSet and static pods go with their node.
+            continue
+        pods.append(pod)
+    new_nodes = tuple(
+        _replacement_node(claim, name, cluster, now)
+        for claim, name in zip(command.replacements, step.replacement_names, strict=True)
+    )
+    return replace(
+        cluster,
+        nodes=(*(n for n in cluster.nodes if n.name not in node_names), *new_nodes),
+        nodeclaims=tuple(c for c in cluster.nodeclaims if c.name not in claim_names),
+        pods=tuple(pods),
+    )
+
+
+def plan(
+    cluster: Cluster,
+    options: Options,
+    now: float,
+    *,
+    max_commands: int | None = None,
+) -> Plan:
+    """Every command the controller would carry out from ``cluster``, each applied in turn.
+
+    ``consolidateAfter`` counts as elapsed (the simulator's contract). The loop ends when a
+    pass finds nothing; every command removes nodes or strictly lowers the price, so it ends.
+    """
+    before = fleet_price(cluster)
+    steps: list[Step] = []
+    counter = 0
+    limit = max_commands if max_commands is not None else 10 * (len(cluster.nodes) + 10)
+    blocked: Sequence[Blocked] = ()
+    while len(steps) < limit:
+        command, ps = decide(cluster, options, now, assume_consolidate_after_elapsed=True)
+        if command is None:
+            blocked = _blocked(ps)
+            break
+        names = tuple(
+            f"{REPLACEMENT_PREFIX}{counter + i}" for i in range(1, len(command.replacements) + 1)
+        )
+        counter += len(command.replacements)
+        step = Step(command, names)
+        steps.append(step)
+        cluster = apply(cluster, step, now)
+    return Plan(tuple(steps), before, fleet_price(cluster), tuple(blocked), cluster)
+
+
+def _blocked(ps: DisruptionPass) -> list[Blocked]:
+    seen: dict[str, Blocked] = {}
+    for b in [*ps.survey.blocked, *ps.notes]:
+        seen.setdefault(b.name, b)
+    return sorted(seen.values(), key=lambda b: b.name)

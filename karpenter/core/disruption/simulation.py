@@ -1,0 +1,76 @@
+"""Where the candidates' pods would go: the provisioning solver run on the snapshot without them.
+
+The pass schedules, as upstream's consolidation simulation does, the pending pods, the
+candidates' reschedulable pods and the pods of nodes already deleting, on every other node
+(candidates and deleting nodes left out). Only the candidates' pods matter to the outcome:
+pending pods compete for the same room but their own failures and NodeClaims are not the
+command's business, so NodeClaims that hold none of the candidates' pods are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from karpenter.core.disruption.candidates import Candidate, reschedulable
+from karpenter.core.model.cluster import Cluster, Options
+from karpenter.core.model.pod import Pod
+from karpenter.core.provisioning.existing import StateNode
+from karpenter.core.provisioning.results import NewNodeClaim
+from karpenter.core.provisioning.scheduler import solve
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The candidates' pods after one simulated pass."""
+
+    claims: tuple[NewNodeClaim, ...]
+    moves: tuple[tuple[str, str], ...]
+    failures: tuple[tuple[str, str], ...]
+    uninitialized: tuple[str, ...]
+
+    def failure_message(self) -> str:
+        """A one-line summary of the pods that could not be placed."""
+        shown = "; ".join(f"{key}: {reason}" for key, reason in self.failures[:3])
+        more = f" (and {len(self.failures) - 3} more)" if len(self.failures) > 3 else ""
+        return f"{len(self.failures)} pod(s) cannot be rescheduled: {shown}{more}"
+
+
+def pending_pods(cluster: Cluster) -> list[Pod]:
+    """Pods waiting for a node (the ones provisioning would schedule)."""
+    return [
+        p
+        for p in cluster.pods
+        if not p.node_name and p.is_active() and not p.is_daemonset_pod() and not p.is_mirror_pod()
+    ]
+
+
+def reschedule(
+    cluster: Cluster,
+    candidates: Sequence[Candidate],
+    states: Sequence[StateNode],
+    options: Options,
+) -> Outcome:
+    """Simulate removing ``candidates``; ``states`` are the snapshot's state nodes."""
+    moving: list[Pod] = [replace(p, node_name="") for c in candidates for p in c.pods]
+    keys = {p.key for p in moving}
+    deleting = [
+        replace(p, node_name="") for s in states if s.deleting for p in s.pods if reschedulable(p)
+    ]
+    excluded = frozenset(c.name for c in candidates)
+    results = solve(
+        cluster, [*pending_pods(cluster), *deleting, *moving], options, excluded_nodes=excluded
+    )
+    claims = tuple(c for c in results.new_claims if any(p.key in keys for p in c.pods))
+    moves: list[tuple[str, str]] = []
+    uninitialized: list[str] = []
+    initialized = {s.name: s.initialized for s in states}
+    for node_name, pods in results.existing:
+        mine = [p.key for p in pods if p.key in keys]
+        moves.extend((key, node_name) for key in mine)
+        if mine and not initialized.get(node_name, True):
+            uninitialized.append(node_name)
+    for index, claim in enumerate(claims):
+        moves.extend((p.key, f"replacement:{index}") for p in claim.pods if p.key in keys)
+    failures = tuple(sorted((k, r) for k, r in results.unschedulable.items() if k in keys))
+    return Outcome(claims, tuple(sorted(moves)), failures, tuple(uninitialized))
