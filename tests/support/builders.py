@@ -146,6 +146,49 @@ def node(
     return Node(name, all_labels, {}, tuple(taints), alloc, alloc, **kw)
 
 
+def managed_node(
+    name: str,
+    it: InstanceType,
+    *,
+    zone: str = "zone-a",
+    capacity_type: str = "on-demand",
+    pool: str = "default",
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    **kw: Any,
+) -> Node:
+    """A launched, initialized Node of ``pool`` running as ``it`` in ``zone``."""
+    all_labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/os": "linux",
+        "karpenter.sh/nodepool": pool,
+        "karpenter.sh/initialized": "true",
+        "karpenter.sh/registered": "true",
+        "node.kubernetes.io/instance-type": it.name,
+        "topology.kubernetes.io/zone": zone,
+        "karpenter.sh/capacity-type": capacity_type,
+        **(labels or {}),
+    }
+    kw.setdefault("provider_id", f"test://{name}")
+    return Node(
+        name,
+        all_labels,
+        dict(annotations or {}),
+        kw.pop("taints", ()),
+        dict(it.capacity),
+        it.allocatable,
+        **kw,
+    )
+
+
+def bound(node_name: str, name: str | None = None, **kw: Any) -> Pod:
+    """A running pod bound to ``node_name``."""
+    kw.setdefault("phase", "Running")
+    kw.setdefault("ready", True)
+    return pod(name, node_name=node_name, **kw)
+
+
 def cluster(
     pools: Sequence[NodePool] = (),
     types: Sequence[InstanceType] | Mapping[str, Sequence[InstanceType]] | None = None,
@@ -170,10 +213,12 @@ __all__ = (
     "HostPort",
     "Toleration",
     "affinity_term",
+    "bound",
     "catalog",
     "cluster",
     "daemonset",
     "instance_type",
+    "managed_node",
     "node",
     "nodepool",
     "pod",
