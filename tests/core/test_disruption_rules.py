@@ -130,9 +130,7 @@ def _blocked_reason(cluster: Cluster, name: str) -> str:
     raise AssertionError(f"{name} is not managed")
 
 
-def _one_node(
-    *pods: object, pdbs: tuple[PodDisruptionBudget, ...] = (), **node_kw: Any
-) -> Cluster:
+def _one_node(*pods: object, pdbs: tuple[PodDisruptionBudget, ...] = (), **node_kw: Any) -> Cluster:
     node = b.managed_node("n1", M4, **node_kw)
     return b.cluster(nodes=(node,), pods=tuple(pods), pdbs=pdbs)
 
