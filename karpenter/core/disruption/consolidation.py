@@ -226,7 +226,7 @@ def balanced_rejection(ps: DisruptionPass, command: Command) -> str:
 
 def consolidate(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> Command | NoOp:
     """The consolidation command for exactly these candidates, or why there is none."""
-    outcome = reschedule(ps.cluster, candidates, ps.states, ps.options)
+    outcome = reschedule(ps.cluster, candidates, ps.states, ps.options, ps.reuse)
     if outcome.failures:
         return NoOp("Unschedulable", outcome.failure_message())
     if outcome.uninitialized:

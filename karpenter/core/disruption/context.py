@@ -22,7 +22,7 @@ from karpenter.core.disruption.candidates import (
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import NodePool
-from karpenter.core.provisioning.build import well_known_labels
+from karpenter.core.provisioning.build import Reuse, well_known_labels
 from karpenter.core.provisioning.existing import StateNode
 
 
@@ -43,6 +43,8 @@ class DisruptionPass:
     cache: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     # (cheapest available price, allocatable) of every instance type, cheapest first.
     price_table: list[tuple[float, dict[str, int]]] | None = None
+    # Solver set-up shared by this pass's simulations (and the next pass's, when carried).
+    reuse: Reuse = field(default_factory=Reuse)
 
     @property
     def states(self) -> list[StateNode]:
@@ -107,6 +109,7 @@ def new_pass(
     now: float,
     *,
     assume_consolidate_after_elapsed: bool = True,
+    reuse: Reuse | None = None,
 ) -> DisruptionPass:
     """Survey the snapshot and compute the budgets for one pass."""
     found = survey(
@@ -118,4 +121,6 @@ def new_pass(
     pools = {p.name: p for p in cluster.nodepools}
     types = {name: {it.name: it for it in its} for name, its in cluster.instance_types.items()}
     allowed = bud.allowances(cluster.nodepools, budget_counts(found.states), now)
-    return DisruptionPass(cluster, options, now, found, pools, types, allowed)
+    return DisruptionPass(
+        cluster, options, now, found, pools, types, allowed, reuse=reuse or Reuse()
+    )

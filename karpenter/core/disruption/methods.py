@@ -62,7 +62,7 @@ def expiration(ps: DisruptionPass) -> Command | None:
     if not expired:
         return None
     _, _, c = min(expired)
-    outcome = reschedule(ps.cluster, [c], ps.states, ps.options)
+    outcome = reschedule(ps.cluster, [c], ps.states, ps.options, ps.reuse)
     return Command(REASON_EXPIRED, METHOD_EXPIRATION, (c,), outcome.claims, outcome.moves)
 
 
@@ -103,7 +103,7 @@ def drift(ps: DisruptionPass) -> Command | None:
         if ps.allowed(REASON_DRIFTED, c.nodepool.name) <= 0:
             _budget_note(ps, c, REASON_DRIFTED)
             continue
-        outcome = reschedule(ps.cluster, [c], ps.states, ps.options)
+        outcome = reschedule(ps.cluster, [c], ps.states, ps.options, ps.reuse)
         if outcome.failures:
             ps.note(c.name, f"Unschedulable: {outcome.failure_message()}")
             continue

@@ -22,6 +22,7 @@ from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import Node
 from karpenter.core.model.pod import Pod
+from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import state_nodes
 from karpenter.core.provisioning.results import NewNodeClaim
 
@@ -59,10 +60,18 @@ def decide(
     now: float,
     *,
     assume_consolidate_after_elapsed: bool = False,
+    reuse: Reuse | None = None,
 ) -> tuple[Command | None, DisruptionPass]:
-    """One controller pass: the command to start now (if any) and the pass's notes."""
+    """One controller pass: the command to start now (if any) and the pass's notes.
+
+    Passing the same ``reuse`` to successive passes keeps the solver's set-up between them.
+    """
     ps = new_pass(
-        cluster, options, now, assume_consolidate_after_elapsed=assume_consolidate_after_elapsed
+        cluster,
+        options,
+        now,
+        assume_consolidate_after_elapsed=assume_consolidate_after_elapsed,
+        reuse=reuse,
     )
     return next_command(ps), ps
 
@@ -149,8 +158,11 @@ def plan(
     counter = 0
     limit = max_commands if max_commands is not None else 10 * (len(cluster.nodes) + 10)
     blocked: Sequence[Blocked] = ()
+    reuse = Reuse()
     while len(steps) < limit:
-        command, ps = decide(cluster, options, now, assume_consolidate_after_elapsed=True)
+        command, ps = decide(
+            cluster, options, now, assume_consolidate_after_elapsed=True, reuse=reuse
+        )
         if command is None:
             blocked = _blocked(ps)
             break

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from karpenter.core.disruption.candidates import Candidate, reschedulable
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
+from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import StateNode
 from karpenter.core.provisioning.results import NewNodeClaim
 from karpenter.core.provisioning.scheduler import solve
@@ -50,6 +51,7 @@ def reschedule(
     candidates: Sequence[Candidate],
     states: Sequence[StateNode],
     options: Options,
+    reuse: Reuse | None = None,
 ) -> Outcome:
     """Simulate removing ``candidates``; ``states`` are the snapshot's state nodes."""
     moving: list[Pod] = [replace(p, node_name="") for c in candidates for p in c.pods]
@@ -59,7 +61,11 @@ def reschedule(
     ]
     excluded = frozenset(c.name for c in candidates)
     results = solve(
-        cluster, [*pending_pods(cluster), *deleting, *moving], options, excluded_nodes=excluded
+        cluster,
+        [*pending_pods(cluster), *deleting, *moving],
+        options,
+        excluded_nodes=excluded,
+        reuse=reuse,
     )
     claims = tuple(c for c in results.new_claims if any(p.key in keys for p in c.pods))
     moves: list[tuple[str, str]] = []

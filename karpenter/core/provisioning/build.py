@@ -273,20 +273,92 @@ def _universe(
     topology.universe = universe
 
 
-def build_context(
-    cluster: Cluster, pending: Sequence[Pod], options: Options, excluded: frozenset[str]
-) -> PassContext:
-    """Build a pass over ``cluster`` for ``pending`` pods."""
-    well_known = well_known_labels(cluster, options)
-    templates, skipped = _templates(cluster, options, well_known)
+@dataclass(slots=True)
+class Reuse:
+    """A memo for many passes over related snapshots (disruption's what-if simulations).
+
+    Templates (catalog indexes, daemon groups) are kept while the NodePools, instance types,
+    DaemonSets and options are the very same objects; the merged state nodes and their
+    starting capacity are kept while the snapshot itself is. Each pass gets its own copies of
+    everything it mutates, so results never depend on what ran before.
+    """
+
+    template_key: tuple[object, ...] = ()
+    templates: tuple[list[Template], dict[str, str]] | None = None
+    cluster: Cluster | None = None
+    states: list[StateNode] = field(default_factory=list)
+    existing: dict[str, Existing] = field(default_factory=dict)
+    volumes: VolumeIndex | None = None
+
+    def pass_templates(
+        self, cluster: Cluster, options: Options, well_known: frozenset[str]
+    ) -> tuple[list[Template], dict[str, str]]:
+        key = (cluster.nodepools, cluster.instance_types, cluster.daemonsets, options, well_known)
+        old = self.template_key
+        same = (
+            len(old) == len(key)
+            and all(a is b for a, b in zip(key[:3], old[:3], strict=True))
+            and key[3:] == old[3:]
+        )
+        if self.templates is None or not same:
+            self.templates = _templates(cluster, options, well_known)
+            self.template_key = key
+        return self.templates
+
+    def snapshot(
+        self, cluster: Cluster
+    ) -> tuple[list[StateNode], dict[str, Existing], VolumeIndex]:
+        if self.cluster is not cluster or self.volumes is None:
+            states = _live_states(cluster)
+            volumes = VolumeIndex(cluster)
+            self.existing = {e.state.name: e for e in _existing(cluster, states, volumes)}
+            self.states, self.volumes, self.cluster = states, volumes, cluster
+        return self.states, self.existing, self.volumes
+
+
+def _live_states(cluster: Cluster) -> list[StateNode]:
     by_type: dict[str, InstanceType] = {}
     for types in cluster.instance_types.values():
         for it in types:
             by_type.setdefault(it.name, it)
-    states = [s for s in state_nodes(cluster, by_type) if not s.deleting and s.name not in excluded]
+    states = [s for s in state_nodes(cluster, by_type) if not s.deleting]
     states.sort(key=lambda s: (not s.initialized, s.name))
-    volumes = VolumeIndex(cluster)
-    existing = _existing(cluster, states, volumes)
+    return states
+
+
+def _copy(e: Existing) -> Existing:
+    return Existing(
+        e.state,
+        e.requirements,
+        e.taints,
+        dict(e.remaining),
+        list(e.host_ports),
+        {k: set(v) for k, v in e.volumes.items()},
+        e.volume_limits,
+        list(e.pods),
+        e._taint_cache,
+    )
+
+
+def build_context(
+    cluster: Cluster,
+    pending: Sequence[Pod],
+    options: Options,
+    excluded: frozenset[str],
+    reuse: Reuse | None = None,
+) -> PassContext:
+    """Build a pass over ``cluster`` for ``pending`` pods."""
+    well_known = well_known_labels(cluster, options)
+    if reuse is None:
+        templates, skipped = _templates(cluster, options, well_known)
+        states = [s for s in _live_states(cluster) if s.name not in excluded]
+        volumes = VolumeIndex(cluster)
+        existing = _existing(cluster, states, volumes)
+    else:
+        templates, skipped = reuse.pass_templates(cluster, options, well_known)
+        all_states, prototypes, volumes = reuse.snapshot(cluster)
+        states = [s for s in all_states if s.name not in excluded]
+        existing = [_copy(prototypes[s.name]) for s in states]
     topology = Topology({}, cluster.namespace_labels)
     ignore = options.preference_policy == "Ignore"
     ctx = PassContext(
@@ -298,7 +370,7 @@ def build_context(
         _limits(cluster, templates, states),
         well_known,
         any(t.effect == PREFER_NO_SCHEDULE for t in _all_taints(templates)),
-        skipped,
+        dict(skipped),
     )
     for pod in pending:
         ctx.pod_groups(PodWork.of(pod, ignore))

@@ -23,7 +23,8 @@ from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning import explain
-from karpenter.core.provisioning.build import PassContext, build_context
+from karpenter.core.provisioning.build import PassContext, Reuse, build_context
+from karpenter.core.provisioning.freeindex import FreeIndex
 from karpenter.core.provisioning.podwork import PodWork
 from karpenter.core.provisioning.results import Results, finalize
 from karpenter.core.provisioning.targets import Claim, ClaimFit, Existing, try_claim, try_existing
@@ -75,6 +76,7 @@ class Scheduler:
         self._groups: dict[tuple[object, ...], PodGroups] = {}
         self._reasons: dict[str, str] = {}
         self._hostnames = 0
+        self._free = FreeIndex([e.remaining for e in ctx.existing])
 
     # ---- the pass ---------------------------------------------------------------------------
     def run(self, pending: Sequence[Pod]) -> dict[str, str]:
@@ -133,7 +135,9 @@ class Scheduler:
     ) -> bool:
         nodes = self.ctx.existing
         cursor = memo.existing
-        for index in range(cursor.start, len(nodes)):
+        # Nodes without room for the pod's cpu/memory/pod slot are skipped by the index; they
+        # would fail the resource check below anyway.
+        for index in self._free.candidates(cursor.start, work.pod.requests):
             if index in cursor.skip:
                 continue
             node = nodes[index]
@@ -143,6 +147,7 @@ class Scheduler:
                     cursor.reject(index)
                 continue
             self._commit_existing(node, work, groups, volumes)
+            self._free.update(index)
             return True
         return False
 
@@ -221,12 +226,14 @@ def solve(
     options: Options,
     *,
     excluded_nodes: frozenset[str] = frozenset(),
+    reuse: Reuse | None = None,
 ) -> Results:
     """Run one provisioning pass: where each pending pod goes, and which NodeClaims to create.
 
-    ``excluded_nodes`` names existing nodes to leave out (disruption simulates their removal).
+    ``excluded_nodes`` names existing nodes to leave out (disruption simulates their removal);
+    ``reuse`` carries set-up work from one pass to the next over the same snapshot.
     """
-    ctx = build_context(cluster, pending, options, excluded_nodes)
+    ctx = build_context(cluster, pending, options, excluded_nodes, reuse)
     scheduler = Scheduler(ctx)
     reasons = scheduler.run(pending)
     return finalize(ctx, scheduler.claims, reasons)
