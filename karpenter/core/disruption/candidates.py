@@ -275,6 +275,54 @@ def _consolidatable(state: StateNode, pool: NodePool, now: float, assume_elapsed
     return now >= (since if since is not None else _creation(state)) + after
 
 
+@dataclass(slots=True)
+class SurveyMemo:
+    """Candidates of the previous survey, reused for nodes whose objects did not change.
+
+    Valid while the inputs a candidate depends on beyond its own node, claim and pods
+    (NodePools, instance types, PDBs, ``now``, labels, drift answers) are the same.
+    """
+
+    key: tuple[object, ...] = ()
+    holder: Cluster | None = None
+    candidates: dict[str, Candidate] = field(default_factory=dict)
+
+
+def _same(a: StateNode, b: StateNode) -> bool:
+    return (
+        a.node is b.node
+        and a.claim is b.claim
+        and len(a.pods) == len(b.pods)
+        and all(x is y for x, y in zip(a.pods, b.pods, strict=True))
+    )
+
+
+def _reusable(
+    memo: SurveyMemo | None,
+    cluster: Cluster,
+    now: float,
+    well_known: frozenset[str],
+    assume: bool,
+    cloud_drift: Mapping[str, str] | None,
+) -> dict[str, Candidate]:
+    """The memo's candidates when its inputs still hold (and restart the memo)."""
+    if memo is None:
+        return {}
+    key = (
+        id(cluster.nodepools),
+        id(cluster.instance_types),
+        id(cluster.pdbs),
+        now,
+        well_known,
+        assume,
+        None if cloud_drift is None else tuple(sorted(cloud_drift.items())),
+    )
+    known = memo.candidates if memo.key == key else {}
+    # Holding the cluster keeps the objects behind those ids alive, so ids stay unique.
+    memo.key, memo.holder, memo.candidates = key, cluster, {}
+    return known
+
+
 def survey(
     cluster: Cluster,
     now: float,
@@ -282,10 +330,13 @@ def survey(
     *,
     assume_consolidate_after_elapsed: bool = True,
     cloud_drift: Mapping[str, str] | None = None,
+    states: list[StateNode] | None = None,
+    memo: SurveyMemo | None = None,
 ) -> Survey:
     """Sort the snapshot's managed nodes into candidates and blocked nodes.
 
-    ``cloud_drift`` maps node names to a provider drift reason (the shell asks the cloud).
+    ``cloud_drift`` maps node names to a provider drift reason (the shell asks the cloud);
+    ``states`` are the snapshot's state nodes when the caller already has them.
     """
     pools = {p.name: p for p in cluster.nodepools}
     all_types: dict[str, InstanceType] = {}
@@ -295,7 +346,11 @@ def survey(
     nominated = frozenset(
         p.nominated_node_name for p in cluster.pods if not p.node_name and p.nominated_node_name
     )
-    out = Survey(states=state_nodes(cluster, all_types))
+    out = Survey(states=states if states is not None else state_nodes(cluster, all_types))
+    types_by_pool = {
+        name: {it.name: it for it in types} for name, types in cluster.instance_types.items()
+    }
+    known = _reusable(memo, cluster, now, well_known, assume_consolidate_after_elapsed, cloud_drift)
     for state in out.states:
         pool_name = state.nodepool
         if not pool_name:
@@ -305,10 +360,14 @@ def survey(
             missing = f"NodePoolNotFound: nodepool {pool_name} not found"
             out.blocked.append(Blocked(state.name, missing))
             continue
-        pool_types = {it.name: it for it in cluster.instance_types.get(pool_name, ())}
-        candidate = _candidate(state, pool, pool_types, cluster, now, well_known, cloud_drift)
-        ready = _consolidatable(state, pool, now, assume_consolidate_after_elapsed)
-        candidate = replace(candidate, consolidatable=ready)
+        candidate = known.get(state.name)
+        if candidate is None or not _same(candidate.state, state):
+            pool_types = types_by_pool.get(pool_name, {})
+            candidate = _candidate(state, pool, pool_types, cluster, now, well_known, cloud_drift)
+            ready = _consolidatable(state, pool, now, assume_consolidate_after_elapsed)
+            candidate = replace(candidate, consolidatable=ready)
+        if memo is not None:
+            memo.candidates[state.name] = candidate
         out.managed[state.name] = candidate
         reason = _node_blocker(state, nominated)
         if reason:

@@ -26,7 +26,7 @@ from dataclasses import replace
 from karpenter.core.disruption.candidates import Candidate, state_price
 from karpenter.core.disruption.commands import METHOD_MULTI, Command, NoOp
 from karpenter.core.disruption.context import DisruptionPass
-from karpenter.core.disruption.simulation import reschedule
+from karpenter.core.disruption.simulation import Outcome, reschedule
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.instancetype import InstanceType, Offering
 from karpenter.core.model.nodepool import BALANCED, REASON_UNDERUTILIZED
@@ -120,10 +120,21 @@ def rebuild(
     )
 
 
-def _cheaper(types: Sequence[InstanceType], reqs: Requirements, limit: float) -> list[InstanceType]:
+def _cheaper(
+    ps: DisruptionPass, types: Sequence[InstanceType], reqs: Requirements, limit: float
+) -> list[InstanceType]:
+    # Memoized per pass: the same types are priced for every candidate's replacement. The
+    # types live in the pass's snapshot, so their identities are stable while it runs.
+    memo = ps.worst_prices
+    zone = reqs.get_or_exists(lbl.ZONE)
+    ctype = reqs.get_or_exists(lbl.CAPACITY_TYPE)
     out = []
     for it in types:
-        worst = worst_launch_price(it, reqs)
+        key = (id(it), zone, ctype)
+        if key in memo:
+            worst = memo[key]
+        else:
+            worst = memo[key] = worst_launch_price(it, reqs)
         if worst is not None and worst < limit:
             out.append(it)
     return out
@@ -140,7 +151,7 @@ def _spot_to_spot(
     spot = frozenset((lbl.CAPACITY_TYPE_SPOT,))
     reqs = _with_capacity_types(claim.requirements, spot)
     price = sum(c.price for c in candidates)
-    cheaper = _cheaper(claim.instance_types, reqs, price)
+    cheaper = _cheaper(ps, claim.instance_types, reqs, price)
     if not cheaper:
         return NoOp("NotCheaper", "can't replace with a cheaper node")
     if single:
@@ -169,7 +180,7 @@ def _replacement(
     ):
         return _spot_to_spot(ps, claim, candidates, single)
     price = sum(c.price for c in candidates)
-    cheaper = _cheaper(claim.instance_types, claim.requirements, price)
+    cheaper = _cheaper(ps, claim.instance_types, claim.requirements, price)
     if not cheaper:
         return NoOp("NotCheaper", "can't replace with a cheaper node")
     pin: frozenset[str] | None = None
@@ -189,7 +200,7 @@ def _without_same_types(
             ceiling = min(ceiling, c.price)
     if math.isinf(ceiling):
         return claim
-    kept = _cheaper(claim.instance_types, claim.requirements, ceiling)
+    kept = _cheaper(ps, claim.instance_types, claim.requirements, ceiling)
     if not kept:
         return NoOp("SameType", "replacement would be a candidate's own instance type")
     built = rebuild(ps, claim, kept)
@@ -227,6 +238,18 @@ def balanced_rejection(ps: DisruptionPass, command: Command) -> str:
 def consolidate(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> Command | NoOp:
     """The consolidation command for exactly these candidates, or why there is none."""
     outcome = reschedule(ps.cluster, candidates, ps.states, ps.options, ps.reuse)
+    verdict = _verdict(ps, candidates, method, outcome)
+    if isinstance(verdict, NoOp):
+        return verdict
+    rejection = balanced_rejection(ps, verdict)
+    if rejection:
+        return NoOp("Balanced", rejection)
+    return verdict
+
+
+def _verdict(
+    ps: DisruptionPass, candidates: Sequence[Candidate], method: str, outcome: Outcome
+) -> Command | NoOp:
     if outcome.failures:
         return NoOp("Unschedulable", outcome.failure_message())
     if outcome.uninitialized:
@@ -247,9 +270,6 @@ def consolidate(ps: DisruptionPass, candidates: Sequence[Candidate], method: str
         if isinstance(built, NoOp):
             return built
         command = replace(command, replacements=(built,))
-    rejection = balanced_rejection(ps, command)
-    if rejection:
-        return NoOp("Balanced", rejection)
     return command
 
 

@@ -14,6 +14,7 @@ from karpenter.core.disruption.candidates import (
     Blocked,
     Candidate,
     Survey,
+    SurveyMemo,
     eviction_cost,
     reschedulable,
     state_price,
@@ -24,6 +25,7 @@ from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.provisioning.build import Reuse, well_known_labels
 from karpenter.core.provisioning.existing import StateNode
+from karpenter.core.provisioning.freeindex import FreeIndex
 
 
 @dataclass(slots=True)
@@ -43,6 +45,16 @@ class DisruptionPass:
     cache: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     # (cheapest available price, allocatable) of every instance type, cheapest first.
     price_table: list[tuple[float, dict[str, int]]] | None = None
+    # Worst launch price per (instance type identity, zone req, capacity-type req).
+    worst_prices: dict[tuple[int, object, object], float | None] = field(default_factory=dict)
+    # Free room of every live node, indexed for "does any node fit this pod" (prefilter).
+    free_index: FreeIndex | None = None
+    free_names: list[str] = field(default_factory=list)
+    free_positions: dict[str, int] = field(default_factory=dict)
+    # Request shape -> (first nodes with room for it, whether that list is complete).
+    room_for: dict[tuple[tuple[str, int], ...], tuple[list[int], bool]] = field(
+        default_factory=dict
+    )
     # Solver set-up shared by this pass's simulations (and the next pass's, when carried).
     reuse: Reuse = field(default_factory=Reuse)
 
@@ -110,17 +122,19 @@ def new_pass(
     *,
     assume_consolidate_after_elapsed: bool = True,
     reuse: Reuse | None = None,
+    survey_memo: SurveyMemo | None = None,
 ) -> DisruptionPass:
     """Survey the snapshot and compute the budgets for one pass."""
+    reuse = reuse or Reuse()
     found = survey(
         cluster,
         now,
         well_known_labels(cluster, options),
         assume_consolidate_after_elapsed=assume_consolidate_after_elapsed,
+        states=reuse.states(cluster),
+        memo=survey_memo,
     )
     pools = {p.name: p for p in cluster.nodepools}
     types = {name: {it.name: it for it in its} for name, its in cluster.instance_types.items()}
     allowed = bud.allowances(cluster.nodepools, budget_counts(found.states), now)
-    return DisruptionPass(
-        cluster, options, now, found, pools, types, allowed, reuse=reuse or Reuse()
-    )
+    return DisruptionPass(cluster, options, now, found, pools, types, allowed, reuse=reuse)

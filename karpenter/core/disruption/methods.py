@@ -159,7 +159,9 @@ def multi_node(ps: DisruptionPass) -> Command | None:
     best: Command | None = None
     while low <= high:
         mid = (low + high) // 2
-        result = consolidate(ps, chosen[: mid + 1], METHOD_MULTI)
+        prefix = chosen[: mid + 1]
+        quick = cannot_consolidate(ps, prefix)
+        result = NoOp("Prefilter", quick) if quick else consolidate(ps, prefix, METHOD_MULTI)
         if isinstance(result, Command):
             best = result
             low = mid + 1
@@ -191,7 +193,7 @@ def single_node(ps: DisruptionPass) -> Command | None:
         if ps.allowed(REASON_UNDERUTILIZED, c.nodepool.name) <= 0:
             _budget_note(ps, c, REASON_UNDERUTILIZED)
             continue
-        quick = cannot_consolidate(ps, c)
+        quick = cannot_consolidate(ps, [c])
         if quick:
             ps.note(c.name, quick)
             continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from karpenter.core.disruption.candidates import Blocked, reschedulable, state_price
+from karpenter.core.disruption.candidates import Blocked, SurveyMemo, reschedulable, state_price
 from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.methods import next_command
@@ -61,10 +61,12 @@ def decide(
     *,
     assume_consolidate_after_elapsed: bool = False,
     reuse: Reuse | None = None,
+    survey_memo: SurveyMemo | None = None,
 ) -> tuple[Command | None, DisruptionPass]:
     """One controller pass: the command to start now (if any) and the pass's notes.
 
-    Passing the same ``reuse`` to successive passes keeps the solver's set-up between them.
+    Passing the same ``reuse`` (and ``survey_memo``) to successive passes keeps the solver's
+    set-up (and the candidates of unchanged nodes) between them.
     """
     ps = new_pass(
         cluster,
@@ -72,6 +74,7 @@ def decide(
         now,
         assume_consolidate_after_elapsed=assume_consolidate_after_elapsed,
         reuse=reuse,
+        survey_memo=survey_memo,
     )
     return next_command(ps), ps
 
@@ -159,9 +162,15 @@ def plan(
     limit = max_commands if max_commands is not None else 10 * (len(cluster.nodes) + 10)
     blocked: Sequence[Blocked] = ()
     reuse = Reuse()
+    memo = SurveyMemo()
     while len(steps) < limit:
         command, ps = decide(
-            cluster, options, now, assume_consolidate_after_elapsed=True, reuse=reuse
+            cluster,
+            options,
+            now,
+            assume_consolidate_after_elapsed=True,
+            reuse=reuse,
+            survey_memo=memo,
         )
         if command is None:
             blocked = _blocked(ps)

@@ -1,18 +1,25 @@
-"""Cheap proofs that single-node consolidation cannot act on a candidate, to skip its solve.
+"""Cheap proofs that consolidating some candidates cannot work, to skip their simulation.
 
-Two necessary conditions, each checked on totals: deleting needs room for the candidate's pods
-on the other nodes (Σ requests within Σ free capacity, per resource); replacing needs some
-instance type, in any NodePool, whose allocatable holds those requests and whose cheapest
-offering costs less than the candidate. When both fail, the full simulation could only say no,
-so skipping it never loses a command; it only saves the solver pass (most of a quiet cluster's
-nodes fail both, which is what keeps the final "nothing to do" pass fast).
+The simulation places the candidates' pods on the other nodes first and puts what is left on
+one new NodeClaim. On totals per resource: whatever exceeds the free capacity of the other
+nodes (Σ requests − Σ free elsewhere, the *residual*) must go on the replacement. So when the
+residual is positive and no instance type of any NodePool holds it, consolidation would need
+two NodeClaims or leave pods unplaced; and when every type that holds it costs at least the
+candidates' price (cheapest offering), no replacement can be cheaper. Both bounds only ever
+overestimate the room elsewhere and underestimate the replacement's price, so skipping never
+loses a command; it only saves solver passes (multi-node probes and the many single nodes of
+a busy cluster that can neither be emptied nor replaced).
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
+
 from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.model import resources as res
+from karpenter.core.provisioning.freeindex import FreeIndex
 
 
 def _free(ps: DisruptionPass) -> dict[str, dict[str, int]]:
@@ -29,7 +36,7 @@ def _free(ps: DisruptionPass) -> dict[str, dict[str, int]]:
     return cache
 
 
-def _cheapest_fit(ps: DisruptionPass, requests: res.Resources) -> float | None:
+def _cheapest_holding(ps: DisruptionPass, requests: res.Resources) -> float | None:
     if ps.price_table is None:
         table = []
         for types in ps.types_by_pool.values():
@@ -45,17 +52,59 @@ def _cheapest_fit(ps: DisruptionPass, requests: res.Resources) -> float | None:
     return None
 
 
-def cannot_consolidate(ps: DisruptionPass, c: Candidate) -> str:
-    """A reason when neither delete nor replace can work for ``c`` ("" when unsure)."""
-    requests = res.add(*(p.requests for p in c.pods))
+_FIRST = 4
+
+
+def _homeless(ps: DisruptionPass, candidates: Sequence[Candidate]) -> dict[str, int]:
+    """Summed requests of the candidates' pods that no other node has room for, each alone."""
     free = _free(ps)
-    elsewhere = res.subtract(free["__total__"], free.get(c.name, {}))
-    if res.fits(requests, elsewhere):
+    if ps.free_index is None:
+        ps.free_names = [name for name in free if name != "__total__"]
+        ps.free_index = FreeIndex([free[name] for name in ps.free_names])
+        ps.free_positions = {name: i for i, name in enumerate(ps.free_names)}
+    own = {ps.free_positions[c.name] for c in candidates if c.name in ps.free_positions}
+    index = ps.free_index
+    homeless: dict[str, int] = {}
+    for c in candidates:
+        for pod in c.pods:
+            # The first few nodes with room for a request shape, memoized per pass: enough to
+            # answer for any candidate set no larger than the list.
+            shape = tuple(sorted(pod.requests.items()))
+            entry = ps.room_for.get(shape)
+            if entry is None or (not entry[1] and len(entry[0]) <= len(own)):
+                limit = max(_FIRST, len(own) + 1)
+                found = list(itertools.islice(index.candidates(0, pod.requests), limit))
+                entry = ps.room_for[shape] = (found, len(found) < limit)
+            # Complete lists answer directly; a prefix longer than ``own`` has another node.
+            if all(i in own for i in entry[0]):
+                homeless = res.add(homeless, pod.requests)
+    return homeless
+
+
+def cannot_consolidate(ps: DisruptionPass, candidates: Sequence[Candidate]) -> str:
+    """Why consolidating ``candidates`` together cannot work ("" when unsure)."""
+    free = _free(ps)
+    elsewhere = dict(free["__total__"])
+    requests: dict[str, int] = {}
+    for c in candidates:
+        elsewhere = res.subtract(elsewhere, free.get(c.name, {}))
+        requests = res.add(requests, *(p.requests for p in c.pods))
+    # The replacement must hold both the excess over the room elsewhere and every pod that
+    # fits on no other node at all; the larger of the two, per resource, is a lower bound.
+    excess = res.floor_zero(res.subtract(requests, elsewhere))
+    residual = res.maximum((excess, _homeless(ps, candidates)))
+    residual = {k: v for k, v in residual.items() if v > 0}
+    if not residual:
         return ""
-    floor = _cheapest_fit(ps, requests)
-    if floor is not None and floor < c.price:
+    floor = _cheapest_holding(ps, residual)
+    if floor is None:
+        return (
+            f"TooManyReplacements: the other nodes lack room for {res.describe(residual)} of"
+            " the pods and no instance type holds that much"
+        )
+    if floor < sum(c.price for c in candidates):
         return ""
     return (
-        "NotCheaper: the other nodes lack room for its pods and no instance type that"
-        " holds them is cheaper"
+        f"NotCheaper: the other nodes lack room for {res.describe(residual)} of the pods and"
+        " no instance type that holds it is cheaper"
     )

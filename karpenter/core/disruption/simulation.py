@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from karpenter.core.disruption.candidates import Candidate, reschedulable
 from karpenter.core.model.cluster import Cluster, Options
@@ -46,6 +47,10 @@ def pending_pods(cluster: Cluster) -> list[Pod]:
     ]
 
 
+def _unbound(c: Candidate) -> list[Pod]:
+    return [replace(p, node_name="") for p in c.pods]
+
+
 def reschedule(
     cluster: Cluster,
     candidates: Sequence[Candidate],
@@ -54,15 +59,33 @@ def reschedule(
     reuse: Reuse | None = None,
 ) -> Outcome:
     """Simulate removing ``candidates``; ``states`` are the snapshot's state nodes."""
-    moving: list[Pod] = [replace(p, node_name="") for c in candidates for p in c.pods]
+
+    moving: list[Pod] = []
+    for c in candidates:
+        # The same candidate's pods are unbound once per snapshot, not once per what-if.
+        unbound = partial(_unbound, c)
+        if reuse is None:
+            moving += unbound()
+        else:
+            moving += reuse.derived(cluster, f"disruption.unbound:{c.name}", unbound)
     keys = {p.key for p in moving}
-    deleting = [
-        replace(p, node_name="") for s in states if s.deleting for p in s.pods if reschedulable(p)
-    ]
+
+    def waiting() -> list[Pod]:
+        deleting = [
+            replace(p, node_name="")
+            for s in states
+            if s.deleting
+            for p in s.pods
+            if reschedulable(p)
+        ]
+        return [*pending_pods(cluster), *deleting]
+
+    # Pending and deleting pods are the same for every what-if on one snapshot.
+    others = waiting() if reuse is None else reuse.derived(cluster, "disruption.waiting", waiting)
     excluded = frozenset(c.name for c in candidates)
     results = solve(
         cluster,
-        [*pending_pods(cluster), *deleting, *moving],
+        [*others, *moving],
         options,
         excluded_nodes=excluded,
         reuse=reuse,
@@ -70,7 +93,13 @@ def reschedule(
     claims = tuple(c for c in results.new_claims if any(p.key in keys for p in c.pods))
     moves: list[tuple[str, str]] = []
     uninitialized: list[str] = []
-    initialized = {s.name: s.initialized for s in states}
+    initialized: dict[str, bool] = (
+        {s.name: s.initialized for s in states}
+        if reuse is None
+        else reuse.derived(
+            cluster, "disruption.initialized", lambda: {s.name: s.initialized for s in states}
+        )
+    )
     for node_name, pods in results.existing:
         mine = [p.key for p in pods if p.key in keys]
         moves.extend((key, node_name) for key in mine)

@@ -8,8 +8,9 @@ the template's requirements are left out of the pass.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
@@ -20,12 +21,22 @@ from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.catalog import CapacityIndex, Catalog
 from karpenter.core.provisioning.daemons import daemon_alternatives, groups_for_template
 from karpenter.core.provisioning.existing import StateNode, state_nodes
+from karpenter.core.provisioning.freeindex import FreeIndex
 from karpenter.core.provisioning.podwork import PodWork
 from karpenter.core.provisioning.targets import Claim, Existing, Template
-from karpenter.core.provisioning.topology import AFFINITY, ANTI_AFFINITY, PodGroups, Topology
+from karpenter.core.provisioning.topology import (
+    AFFINITY,
+    ANTI_AFFINITY,
+    SPREAD,
+    Group,
+    PodGroups,
+    Topology,
+)
 from karpenter.core.provisioning.volumes import VolumeError, VolumeIndex
 from karpenter.core.scheduling.requirements import Requirement, Requirements, from_selector_terms
 from karpenter.core.scheduling.taints import NO_SCHEDULE, PREFER_NO_SCHEDULE, Taint, untolerated
+
+T = TypeVar("T")
 
 # Placeholders so DaemonSets with affinity to these labels count as running on new nodes;
 # stripped from the NodeClaim that is created.
@@ -134,6 +145,8 @@ class PassContext:
     well_known: frozenset[str]
     prefer_no_schedule_pools: bool
     skipped_pools: dict[str, str]
+    excluded: frozenset[int]  # indexes into ``existing`` this pass must not use
+    free: FreeIndex
 
     def pod_groups(self, work: PodWork) -> PodGroups:
         """The topology groups a pod must satisfy in its current relaxation state."""
@@ -206,12 +219,30 @@ def _daemon_overhead(
     return res.add(*missing)
 
 
+def _same_state(a: StateNode, b: StateNode) -> bool:
+    """The same node, claim and pod objects (a plan's untouched nodes keep theirs)."""
+    return (
+        a.node is b.node
+        and a.claim is b.claim
+        and len(a.pods) == len(b.pods)
+        and all(x is y for x, y in zip(a.pods, b.pods, strict=True))
+    )
+
+
 def _existing(
-    cluster: Cluster, states: Sequence[StateNode], volumes: VolumeIndex
+    cluster: Cluster,
+    states: Sequence[StateNode],
+    volumes: VolumeIndex,
+    memo: dict[str, Existing] | None = None,
 ) -> list[Existing]:
     limits = {c.name: dict(c.limits) for c in cluster.csinodes}
     out = []
     for state in states:
+        if memo is not None:
+            known = memo.get(state.name)
+            if known is not None and _same_state(known.state, state):
+                out.append(known)
+                continue
         taints = state.scheduling_taints()
         if state.node is not None and state.node.unschedulable:
             taints = (*taints, Taint("node.kubernetes.io/unschedulable", NO_SCHEDULE))
@@ -274,21 +305,119 @@ def _universe(
 
 
 @dataclass(slots=True)
+class _Base:
+    """Pass-independent set-up of one snapshot, kept while the snapshot is the same object.
+
+    Existing nodes are prototypes in pass order; a pass copies one only when it places a pod
+    there, and leaves excluded nodes (disruption candidates) in place but unused, so indexes,
+    the free-capacity index and the per-node contributions below stay valid for every pass.
+    """
+
+    cluster: Cluster
+    states: list[StateNode]
+    existing: list[Existing]
+    index: dict[str, int]
+    volumes: VolumeIndex
+    free: FreeIndex
+    bound: list[list[Pod]]
+    anti_owners: list[tuple[int, Pod]]
+    pool_used: dict[str, dict[str, int]]
+    pool_nodes: dict[str, int]
+    # Group identity -> (counts over every node, {node index: domains it adds}).
+    seeds: dict[tuple[object, ...], tuple[dict[str, int], dict[int, list[str]]]] = field(
+        default_factory=dict
+    )
+    derived: dict[str, object] = field(default_factory=dict)
+
+
+def _base(
+    cluster: Cluster,
+    every: list[StateNode] | None = None,
+    memo: dict[str, Existing] | None = None,
+) -> _Base:
+    states = _live_states(cluster, every)
+    volumes = VolumeIndex(cluster)
+    existing = _existing(cluster, states, volumes, memo)
+    bound = [[p for p in s.pods if p.is_active()] for s in states]
+    used: dict[str, dict[str, int]] = {}
+    nodes: dict[str, int] = {}
+    for state in states:
+        if state.nodepool:
+            used[state.nodepool] = res.add(used.get(state.nodepool, {}), state.capacity)
+            nodes[state.nodepool] = nodes.get(state.nodepool, 0) + 1
+    return _Base(
+        cluster,
+        states,
+        existing,
+        {s.name: i for i, s in enumerate(states)},
+        volumes,
+        FreeIndex([e.remaining for e in existing]),
+        bound,
+        [(i, p) for i, pods in enumerate(bound) for p in pods if p.required_anti_affinity],
+        used,
+        nodes,
+    )
+
+
+def _found(
+    base: _Base, topology: Topology, identity: tuple[object, ...], group: Group, inverse: bool
+) -> Iterator[tuple[int, list[str]]]:
+    """Per node, the domains its bound pods add to a group (owners, for inverse groups)."""
+    for index, pods in enumerate(base.bound):
+        node = base.existing[index]
+        if (
+            not inverse
+            and group.kind == SPREAD
+            and not group.counts_on(node.requirements, node.taints)
+        ):
+            continue
+        hostname = node.state.hostname
+        found: list[str] = []
+        for pod in pods:
+            if inverse:
+                hits = sum(
+                    topology.inverse_identity(pod, term) == identity
+                    for term in pod.required_anti_affinity
+                )
+            else:
+                hits = 1 if group.selects(pod) else 0
+            for _ in range(hits):
+                found += topology.domains_for_record(group, node.requirements, hostname)
+        if found:
+            yield index, found
+
+
+def _seed(
+    base: _Base, topology: Topology, identity: tuple[object, ...], group: Group, inverse: bool
+) -> tuple[dict[str, int], dict[int, list[str]]]:
+    """Where a group's pods already are, over every node of the snapshot."""
+    counts: dict[str, int] = {}
+    per_node = dict(_found(base, topology, identity, group, inverse))
+    for found in per_node.values():
+        for domain in found:
+            counts[domain] = counts.get(domain, 0) + 1
+    return counts, per_node
+
+
+_EXISTING_INPUTS = ("daemonsets", "pvcs", "pvs", "storage_classes", "csinodes", "instance_types")
+
+
+@dataclass(slots=True)
 class Reuse:
     """A memo for many passes over related snapshots (disruption's what-if simulations).
 
     Templates (catalog indexes, daemon groups) are kept while the NodePools, instance types,
-    DaemonSets and options are the very same objects; the merged state nodes and their
-    starting capacity are kept while the snapshot itself is. Each pass gets its own copies of
-    everything it mutates, so results never depend on what ran before.
+    DaemonSets and options are the very same objects; the snapshot's existing capacity, its
+    free-capacity index, limits usage and topology seeds are kept while the snapshot itself
+    is. Each pass gets its own copies of everything it mutates, so results never depend on
+    what ran before.
     """
 
     template_key: tuple[object, ...] = ()
     templates: tuple[list[Template], dict[str, str]] | None = None
-    cluster: Cluster | None = None
-    states: list[StateNode] = field(default_factory=list)
-    existing: dict[str, Existing] = field(default_factory=dict)
-    volumes: VolumeIndex | None = None
+    base: _Base | None = None
+    every_cluster: Cluster | None = None
+    every_state: list[StateNode] = field(default_factory=list)
 
     def pass_templates(
         self, cluster: Cluster, options: Options, well_known: frozenset[str]
@@ -305,28 +434,53 @@ class Reuse:
             self.template_key = key
         return self.templates
 
-    def snapshot(
-        self, cluster: Cluster
-    ) -> tuple[list[StateNode], dict[str, Existing], VolumeIndex]:
-        if self.cluster is not cluster or self.volumes is None:
-            states = _live_states(cluster)
-            volumes = VolumeIndex(cluster)
-            self.existing = {e.state.name: e for e in _existing(cluster, states, volumes)}
-            self.states, self.volumes, self.cluster = states, volumes, cluster
-        return self.states, self.existing, self.volumes
+    def snapshot(self, cluster: Cluster) -> _Base:
+        if self.base is None or self.base.cluster is not cluster:
+            every = self.every_state if self.every_cluster is cluster else None
+            # Prototypes of untouched nodes carry over while what they depend on beyond
+            # their own objects (DaemonSets, volumes, CSI limits) is the very same.
+            old = self.base
+            memo = None
+            if old is not None and all(
+                getattr(old.cluster, f) is getattr(cluster, f) for f in _EXISTING_INPUTS
+            ):
+                memo = {e.state.name: e for e in old.existing}
+            self.base = _base(cluster, every, memo)
+        return self.base
+
+    def states(self, cluster: Cluster) -> list[StateNode]:
+        """Every state node of ``cluster`` (shared with callers that survey the snapshot)."""
+        if self.every_cluster is not cluster:
+            self.every_state = all_states(cluster)
+            self.every_cluster = cluster
+        return self.every_state
+
+    def derived(self, cluster: Cluster, key: str, make: Callable[[], T]) -> T:
+        """``make()`` computed once per snapshot (callers' own per-snapshot values)."""
+        derived = self.snapshot(cluster).derived
+        if key not in derived:
+            derived[key] = make()
+        return cast("T", derived[key])
 
 
-def _live_states(cluster: Cluster) -> list[StateNode]:
+def all_states(cluster: Cluster) -> list[StateNode]:
+    """Every state node of the snapshot (deleting ones included)."""
     by_type: dict[str, InstanceType] = {}
     for types in cluster.instance_types.values():
         for it in types:
             by_type.setdefault(it.name, it)
-    states = [s for s in state_nodes(cluster, by_type) if not s.deleting]
+    return state_nodes(cluster, by_type)
+
+
+def _live_states(cluster: Cluster, every: list[StateNode] | None = None) -> list[StateNode]:
+    every = all_states(cluster) if every is None else every
+    states = [s for s in every if not s.deleting]
     states.sort(key=lambda s: (not s.initialized, s.name))
     return states
 
 
-def _copy(e: Existing) -> Existing:
+def copy_existing(e: Existing) -> Existing:
+    """A copy of an existing node a pass may mutate (placing pods on it)."""
     return Existing(
         e.state,
         e.requirements,
@@ -347,60 +501,68 @@ def build_context(
     excluded: frozenset[str],
     reuse: Reuse | None = None,
 ) -> PassContext:
-    """Build a pass over ``cluster`` for ``pending`` pods."""
+    """Build a pass over ``cluster`` for ``pending`` pods, leaving ``excluded`` nodes out."""
     well_known = well_known_labels(cluster, options)
     if reuse is None:
         templates, skipped = _templates(cluster, options, well_known)
-        states = [s for s in _live_states(cluster) if s.name not in excluded]
-        volumes = VolumeIndex(cluster)
-        existing = _existing(cluster, states, volumes)
+        base = _base(cluster)
     else:
         templates, skipped = reuse.pass_templates(cluster, options, well_known)
-        all_states, prototypes, volumes = reuse.snapshot(cluster)
-        states = [s for s in all_states if s.name not in excluded]
-        existing = [_copy(prototypes[s.name]) for s in states]
+        base = reuse.snapshot(cluster)
+    out = frozenset(base.index[name] for name in excluded if name in base.index)
     topology = Topology({}, cluster.namespace_labels)
-    ignore = options.preference_policy == "Ignore"
     ctx = PassContext(
         options,
         templates,
-        existing,
+        list(base.existing),
         topology,
-        volumes,
-        _limits(cluster, templates, states),
+        base.volumes,
+        _limits(base, templates, out),
         well_known,
         any(t.effect == PREFER_NO_SCHEDULE for t in _all_taints(templates)),
         dict(skipped),
+        out,
+        base.free.without(out),
     )
+    ignore = options.preference_policy == "Ignore"
     for pod in pending:
         ctx.pod_groups(PodWork.of(pod, ignore))
-    bound = [p for s in states for p in s.pods if p.is_active()]
-    for pod in bound:
-        for term in pod.required_anti_affinity:
-            topology.inverse_group(pod, term)
-    _universe(topology, templates, existing)
-    by_name = {e.state.name: e for e in existing}
-    for state in states:
-        node = by_name[state.name]
-        for pod in state.pods:
-            if pod.is_active():
-                inverse = [topology.inverse_group(pod, t) for t in pod.required_anti_affinity]
-                topology.record(pod, node.requirements, state.hostname, node.taints, inverse)
+    for index, pod in base.anti_owners:
+        if index not in out:
+            for term in pod.required_anti_affinity:
+                topology.inverse_group(pod, term)
+    _universe(topology, templates, [e for i, e in enumerate(ctx.existing) if i not in out])
+    _seed_topology(base, topology, out)
     return ctx
+
+
+def _seed_topology(base: _Base, topology: Topology, out: frozenset[int]) -> None:
+    """Start every group's counts from the pods already bound (excluded nodes left out)."""
+    for inverse, groups in ((False, topology.groups), (True, topology.inverse)):
+        for identity, group in groups.items():
+            memo_key = (inverse, identity)
+            seed = base.seeds.get(memo_key)
+            if seed is None:
+                seed = base.seeds[memo_key] = _seed(base, topology, identity, group, inverse)
+            counts, per_node = seed
+            group.counts = dict(counts)
+            for index in out:
+                for domain in per_node.get(index, ()):
+                    group.counts[domain] -= 1
+            group.total = sum(group.counts.values())
 
 
 def _all_taints(templates: Sequence[Template]) -> list[Taint]:
     return [t for tmpl in templates for t in tmpl.taints]
 
 
-def _limits(cluster: Cluster, templates: Sequence[Template], states: Sequence[StateNode]) -> Limits:
+def _limits(base: _Base, templates: Sequence[Template], out: frozenset[int]) -> Limits:
     limits = {t.nodepool.name: t.nodepool.limits for t in templates if t.nodepool.limits}
-    used: dict[str, dict[str, int]] = {}
-    nodes: dict[str, int] = {}
-    for state in states:
-        pool = state.nodepool
-        if pool in limits:
-            used[pool] = res.add(used.get(pool, {}), state.capacity)
-            nodes[pool] = nodes.get(pool, 0) + 1
-    del cluster
+    used = {pool: dict(base.pool_used.get(pool, {})) for pool in limits}
+    nodes = {pool: base.pool_nodes.get(pool, 0) for pool in limits}
+    for index in out:
+        state = base.states[index]
+        if state.nodepool in limits:
+            used[state.nodepool] = res.subtract(used[state.nodepool], state.capacity)
+            nodes[state.nodepool] -= 1
     return Limits(limits, used, nodes)

@@ -48,6 +48,7 @@ class StateNode:
     allocatable: res.Resources
     capacity: res.Resources
     pods: tuple[Pod, ...] = field(default_factory=tuple)
+    _requirements: Requirements | None = field(default=None, compare=False, repr=False)
 
     @property
     def nodepool(self) -> str:
@@ -80,10 +81,13 @@ class StateNode:
 
     @property
     def requirements(self) -> Requirements:
-        """Labels as requirements, hostname included."""
-        labels = dict(self.labels)
-        labels.setdefault(lbl.HOSTNAME, self.name)
-        return Requirements.from_labels(labels)
+        """Labels as requirements, hostname included (computed once: solves ask often)."""
+        if self._requirements is None:
+            labels = dict(self.labels)
+            labels.setdefault(lbl.HOSTNAME, self.name)
+            object.__setattr__(self, "_requirements", Requirements.from_labels(labels))
+        assert self._requirements is not None
+        return self._requirements
 
     def scheduling_taints(self) -> tuple[Taint, ...]:
         """Taints pods must tolerate here (startup/ephemeral ignored while uninitialized)."""

@@ -2,72 +2,103 @@
 
 The solver places a pod on the first existing node (in pass order) that takes it. In a busy
 cluster most nodes are full, and checking each in turn makes a pass O(pods × nodes). Nodes are
-grouped in blocks of 32 with the per-block maximum of each tracked resource; a block whose
-maximum is below a pod's request cannot hold it and is skipped whole. The index only prunes:
-every node it yields still goes through the full check, and order is preserved, so placements
-are exactly those of the plain scan.
+grouped in blocks (of two sizes, below) with the per-block maximum of each tracked resource;
+a block whose maximum is below a pod's request cannot hold it and is skipped whole. The index
+only prunes: every node it yields still goes through the full check, and order is preserved,
+so placements are exactly those of the plain scan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from karpenter.core.model import resources as res
 
-BLOCK = 32
-_TRACKED = (res.CPU, res.MEMORY, res.PODS)
+SMALL = 8  # nodes per small block
+LARGE = 64  # nodes per large block (a multiple of SMALL)
+_NONE = -(2**62)  # excluded nodes read as full on every tracked resource
+
+Room = tuple[int, int, int]
+
+
+def _triple(remaining: dict[str, int]) -> Room:
+    return (remaining.get(res.CPU, 0), remaining.get(res.MEMORY, 0), remaining.get(res.PODS, 0))
+
+
+def _max(rows: Sequence[Room]) -> Room:
+    return (max(r[0] for r in rows), max(r[1] for r in rows), max(r[2] for r in rows))
 
 
 class FreeIndex:
-    """Per-block maxima of remaining cpu/memory/pods over a list of free-capacity maps."""
+    """Per-node, per-8 and per-64 (cpu, memory, pods) room over a list of free-capacity maps.
 
-    __slots__ = ("_free", "_maxima")
+    The index keeps its own copy of the three tracked numbers per node (plain tuples are
+    much cheaper to scan than dicts); ``update`` re-reads a node after the pass changed it.
+    Two block sizes keep both kinds of cluster fast: a full cluster skips 64 nodes per test,
+    a fragmented one (room for small pods everywhere, for large pods almost nowhere) narrows
+    to 8 before testing nodes one by one.
+    """
+
+    __slots__ = ("_free", "_large", "_room", "_small")
 
     def __init__(self, free: Sequence[dict[str, int]]) -> None:
-        self._free = free
-        self._maxima: list[tuple[int, int, int]] = [
-            self._block_max(b) for b in range(0, len(free), BLOCK)
-        ]
+        self._free = list(free)
+        self._room = [_triple(r) for r in self._free]
+        self._small = [_max(self._room[b : b + SMALL]) for b in range(0, len(free), SMALL)]
+        self._large = [_max(self._room[b : b + LARGE]) for b in range(0, len(free), LARGE)]
 
-    def _block_max(self, start: int) -> tuple[int, int, int]:
-        cpu = mem = pods = -(2**62)
-        for remaining in self._free[start : start + BLOCK]:
-            cpu = max(cpu, remaining.get(res.CPU, 0))
-            mem = max(mem, remaining.get(res.MEMORY, 0))
-            pods = max(pods, remaining.get(res.PODS, 0))
-        return (cpu, mem, pods)
+    def without(self, excluded: Iterable[int]) -> FreeIndex:
+        """A copy in which the ``excluded`` nodes have no room at all (the pass skips them)."""
+        copy = FreeIndex.__new__(FreeIndex)
+        copy._free = list(self._free)
+        copy._room = list(self._room)
+        copy._small = list(self._small)
+        copy._large = list(self._large)
+        for index in excluded:
+            copy._room[index] = (_NONE, _NONE, _NONE)
+            copy._refresh(index)
+        return copy
+
+    def replace(self, index: int, free: dict[str, int]) -> None:
+        """Track ``free`` as node ``index``'s remaining capacity (a pass copied the node)."""
+        self._free[index] = free
+        self.update(index)
 
     def update(self, index: int) -> None:
-        """Recompute the block of node ``index`` after its remaining capacity changed."""
-        block = index // BLOCK
-        self._maxima[block] = self._block_max(block * BLOCK)
+        """Re-read node ``index`` after its remaining capacity changed."""
+        if self._room[index][0] == _NONE:
+            return
+        self._room[index] = _triple(self._free[index])
+        self._refresh(index)
+
+    def _refresh(self, index: int) -> None:
+        small = index // SMALL
+        self._small[small] = _max(self._room[small * SMALL : small * SMALL + SMALL])
+        per = LARGE // SMALL
+        large = index // LARGE
+        self._large[large] = _max(self._small[large * per : large * per + per])
 
     def candidates(self, start: int, request: res.Resources) -> Iterator[int]:
-        """Indexes from ``start`` on whose block could hold ``request`` (in order)."""
-        cpu = request.get(res.CPU, 0)
-        mem = request.get(res.MEMORY, 0)
-        pods = request.get(res.PODS, 0)
-        total = len(self._free)
-        block = start // BLOCK
+        """Indexes from ``start`` on that have room for ``request``'s cpu/memory/pods, in order."""
+        # A zero request passes any node, even an overcommitted one, but never an excluded one.
+        cpu = max(request.get(res.CPU, 0), 0) or _NONE + 1
+        mem = max(request.get(res.MEMORY, 0), 0) or _NONE + 1
+        pods = max(request.get(res.PODS, 0), 0) or _NONE + 1
+        room, small, large = self._room, self._small, self._large
+        total = len(room)
         index = start
-        maxima = self._maxima
         while index < total:
-            m = maxima[block]
-            if (
-                (cpu <= 0 or m[0] >= cpu)
-                and (mem <= 0 or m[1] >= mem)
-                and (pods <= 0 or m[2] >= pods)
-            ):
-                end = min((block + 1) * BLOCK, total)
-                free = self._free
-                while index < end:
-                    r = free[index]
-                    if (
-                        (cpu <= 0 or r.get(res.CPU, 0) >= cpu)
-                        and (mem <= 0 or r.get(res.MEMORY, 0) >= mem)
-                        and (pods <= 0 or r.get(res.PODS, 0) >= pods)
-                    ):
-                        yield index
-                    index += 1
-            block += 1
-            index = block * BLOCK
+            if index % LARGE == 0:
+                m = large[index // LARGE]
+                if m[0] < cpu or m[1] < mem or m[2] < pods:
+                    index += LARGE
+                    continue
+            if index % SMALL == 0:
+                m = small[index // SMALL]
+                if m[0] < cpu or m[1] < mem or m[2] < pods:
+                    index += SMALL
+                    continue
+            r = room[index]
+            if r[0] >= cpu and r[1] >= mem and r[2] >= pods:
+                yield index
+            index += 1

@@ -23,8 +23,7 @@ from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning import explain
-from karpenter.core.provisioning.build import PassContext, Reuse, build_context
-from karpenter.core.provisioning.freeindex import FreeIndex
+from karpenter.core.provisioning.build import PassContext, Reuse, build_context, copy_existing
 from karpenter.core.provisioning.podwork import PodWork
 from karpenter.core.provisioning.results import Results, finalize
 from karpenter.core.provisioning.targets import Claim, ClaimFit, Existing, try_claim, try_existing
@@ -76,7 +75,9 @@ class Scheduler:
         self._groups: dict[tuple[object, ...], PodGroups] = {}
         self._reasons: dict[str, str] = {}
         self._hostnames = 0
-        self._free = FreeIndex([e.remaining for e in ctx.existing])
+        self._free = ctx.free
+        # Existing nodes are shared prototypes until this pass places a pod on one.
+        self._owned: set[int] = set()
 
     # ---- the pass ---------------------------------------------------------------------------
     def run(self, pending: Sequence[Pod]) -> dict[str, str]:
@@ -137,8 +138,9 @@ class Scheduler:
         cursor = memo.existing
         # Nodes without room for the pod's cpu/memory/pod slot are skipped by the index; they
         # would fail the resource check below anyway.
+        excluded = self.ctx.excluded
         for index in self._free.candidates(cursor.start, work.pod.requests):
-            if index in cursor.skip:
+            if index in cursor.skip or index in excluded:
                 continue
             node = nodes[index]
             outcome = try_existing(node, work, groups, volumes, self.ctx.topology)
@@ -146,6 +148,10 @@ class Scheduler:
                 if outcome.permanent:
                     cursor.reject(index)
                 continue
+            if index not in self._owned:
+                node = nodes[index] = copy_existing(node)
+                self._owned.add(index)
+                self._free.replace(index, node.remaining)
             self._commit_existing(node, work, groups, volumes)
             self._free.update(index)
             return True

@@ -129,13 +129,18 @@ class Topology:
             self._selects_cache.clear()
         return group
 
+    def inverse_identity(self, pod: Pod, term: PodAffinityTerm) -> tuple[object, ...]:
+        """The identity of a required anti-affinity term's inverse group."""
+        return (lbl.normalize_key(term.topology_key), term.selector, self._namespaces(pod, term))
+
     def inverse_group(self, pod: Pod, term: PodAffinityTerm) -> Group:
         """The inverse group of a required anti-affinity term: where its owners are."""
         namespaces = self._namespaces(pod, term)
-        identity = (lbl.normalize_key(term.topology_key), term.selector, namespaces)
+        key = lbl.normalize_key(term.topology_key)
+        identity = (key, term.selector, namespaces)
         group = self.inverse.get(identity)
         if group is None:
-            group = Group(ANTI_AFFINITY, identity[0], term.selector, namespaces)
+            group = Group(ANTI_AFFINITY, key, term.selector, namespaces)
             self.inverse[identity] = group
             self._selects_cache.clear()
         return group
@@ -201,13 +206,14 @@ class Topology:
         for group in counting:
             if group.kind == SPREAD and not group.counts_on(reqs, taints):
                 continue
-            for domain in self._domains_for_record(group, reqs, hostname):
+            for domain in self.domains_for_record(group, reqs, hostname):
                 group.add(domain)
         for group in inverse_owned:
-            for domain in self._domains_for_record(group, reqs, hostname):
+            for domain in self.domains_for_record(group, reqs, hostname):
                 group.add(domain)
 
-    def _domains_for_record(self, group: Group, reqs: Requirements, hostname: str) -> list[str]:
+    def domains_for_record(self, group: Group, reqs: Requirements, hostname: str) -> list[str]:
+        """The domains a pod placed on this target adds to ``group``."""
         if group.key == lbl.HOSTNAME:
             return [hostname]
         req = reqs.get(group.key)

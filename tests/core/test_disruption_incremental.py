@@ -1,0 +1,219 @@
+"""The disruption planner's shortcuts change its speed, never its answers.
+
+A plan reuses solver set-up across what-if solves (and from one pass to the next for nodes
+whose objects did not change), keeps the candidates of unchanged nodes between passes, prunes
+what-ifs with cheap bounds, and scans existing nodes through a free-capacity index. Each
+shortcut is checked here against the plain computation on seeded random clusters (spread, anti-affinity, limits, daemonsets, spot):
+- a plan equals re-deciding every pass from scratch (no survey memo, fresh set-up);
+- a what-if with excluded nodes equals a solve on the cluster with those nodes removed;
+- whenever the prefilter says "cannot", the full simulation says no as well;
+- the free-capacity index yields exactly the nodes a plain scan would.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from karpenter.core.disruption.commands import METHOD_MULTI, NoOp
+from karpenter.core.disruption.consolidation import consolidate
+from karpenter.core.disruption.context import new_pass
+from karpenter.core.disruption.methods import consolidation_candidates
+from karpenter.core.disruption.planner import REPLACEMENT_PREFIX, Plan, Step, apply, decide, plan
+from karpenter.core.disruption.prefilter import cannot_consolidate
+from karpenter.core.model import resources as res
+from karpenter.core.model.cluster import Cluster, Options
+from karpenter.core.model.node import Node
+from karpenter.core.model.pod import Pod
+from karpenter.core.provisioning.build import Reuse
+from karpenter.core.provisioning.freeindex import FreeIndex
+from karpenter.core.provisioning.results import Results
+from karpenter.core.provisioning.scheduler import solve
+from tests.support import builders as b
+
+NOW = 1_800_000_000.0
+ZONES = ("zone-a", "zone-b", "zone-c")
+SHAPES = (("250m", "256Mi"), ("500m", "512Mi"), ("1", "1Gi"), ("1500m", "2Gi"), ("2", "3Gi"))
+VARIANTS = ("plain", "spread", "anti", "limits", "daemonset", "spot")
+
+
+def _cluster(seed: int, variant: str, nodes: int = 24, fill: int = 4) -> Cluster:
+    """A seeded cluster: right-sized nodes, a third of them oversized, pods of mixed shapes."""
+    rng = random.Random(seed)
+    types = b.catalog()
+    node_list: list[Node] = []
+    pods: list[Pod] = []
+    for i in range(nodes):
+        it = types[rng.randrange(1, len(types))] if i % 3 == 0 else types[rng.randrange(0, 3)]
+        ctype = "spot" if variant == "spot" and rng.random() < 0.6 else "on-demand"
+        name = f"n-{i:03d}"
+        node_list.append(b.managed_node(name, it, zone=ZONES[i % 3], capacity_type=ctype))
+        room = it.allocatable[res.CPU] - 200
+        for _ in range(rng.randrange(0, fill)):
+            cpu, mem = rng.choice(SHAPES)
+            need = res.parse({"cpu": cpu})[res.CPU]
+            if need > room:
+                break
+            room -= need
+            kw: dict[str, Any] = {}
+            app = rng.choice(("web", "api", "db"))
+            if variant == "spread" and app == "web":
+                kw["topology_spread"] = (b.spread("topology.kubernetes.io/zone", 2),)
+            if variant == "anti" and app == "db":
+                kw["required_anti_affinity"] = (
+                    b.affinity_term("kubernetes.io/hostname", app="db"),
+                )
+            pods.append(b.bound(name, cpu=cpu, memory=mem, labels={"app": app}, **kw))
+    pool = b.nodepool()
+    if variant == "limits":
+        pool = replace(pool, limits=res.parse({"cpu": "60"}))
+    extra: dict[str, object] = {}
+    if variant == "daemonset":
+        extra["daemonsets"] = (b.daemonset("agent", cpu="100m", memory="64Mi"),)
+    return b.cluster([pool], nodes=tuple(node_list), pods=tuple(pods), **extra)  # type: ignore[arg-type]
+
+
+def _options(variant: str) -> Options:
+    return Options(spot_to_spot_consolidation=variant == "spot")
+
+
+def _naive_plan(cluster: Cluster, options: Options) -> list[Step]:
+    """Decide every pass from scratch: no survey memo, fresh solver set-up."""
+    steps: list[Step] = []
+    counter = 0
+    for _ in range(200):
+        command, _ps = decide(cluster, options, NOW, assume_consolidate_after_elapsed=True)
+        if command is None:
+            break
+        names = tuple(
+            f"{REPLACEMENT_PREFIX}{counter + i}" for i in range(1, len(command.replacements) + 1)
+        )
+        counter += len(command.replacements)
+        step = Step(command, names)
+        steps.append(step)
+        cluster = apply(cluster, step, NOW)
+    return steps
+
+
+def _summary(steps: list[Step] | tuple[Step, ...]) -> list[tuple[object, ...]]:
+    return [
+        (
+            s.command.method,
+            s.command.names,
+            tuple(
+                (r.launch, tuple(it.name for it in r.instance_types))
+                for r in s.command.replacements
+            ),
+            s.command.moves,
+        )
+        for s in steps
+    ]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("seed", range(4))
+def test_plan_equals_deciding_every_pass_from_scratch(variant: str, seed: int) -> None:
+    cluster = _cluster(seed, variant)
+    options = _options(variant)
+    result: Plan = plan(cluster, options, NOW)
+    assert _summary(result.steps) == _summary(_naive_plan(cluster, options))
+
+
+@pytest.mark.parametrize("variant", ("plain", "spot", "daemonset", "spread"))
+def test_dense_plan_equals_deciding_every_pass_from_scratch(variant: str) -> None:
+    """Full nodes: most what-ifs fail or are pruned; prototypes carry over between passes."""
+    cluster = _cluster(5, variant, nodes=60, fill=12)
+    options = _options(variant)
+    assert _summary(plan(cluster, options, NOW).steps) == _summary(_naive_plan(cluster, options))
+
+
+def test_the_seeded_clusters_do_consolidate() -> None:
+    """Guard for the test above: equality of two empty plans would prove nothing."""
+    commands = sum(
+        len(plan(_cluster(s, v), _options(v), NOW).steps) for s in range(4) for v in VARIANTS
+    )
+    assert commands >= 40
+
+
+def _placements(results: Results) -> tuple[object, ...]:
+    return (
+        sorted((node, sorted(p.key for p in pods)) for node, pods in results.existing),
+        sorted(
+            (c.launch.instance_type, c.launch.zone, sorted(p.key for p in c.pods))
+            for c in results.new_claims
+        ),
+        sorted(results.unschedulable),
+    )
+
+
+@pytest.mark.parametrize("variant", ("plain", "spread", "anti", "limits", "daemonset"))
+def test_excluding_nodes_equals_removing_them(variant: str) -> None:
+    cluster = _cluster(7, variant, nodes=30)
+    rng = random.Random(3)
+    reuse = Reuse()
+    names = [n.name for n in cluster.nodes]
+    for _ in range(12):
+        gone = frozenset(rng.sample(names, rng.randrange(1, 6)))
+        moving = [replace(p, node_name="") for p in cluster.pods if p.node_name in gone]
+        shared = solve(cluster, moving, Options(), excluded_nodes=gone, reuse=reuse)
+        removed = replace(
+            cluster,
+            nodes=tuple(n for n in cluster.nodes if n.name not in gone),
+            pods=tuple(p for p in cluster.pods if p.node_name not in gone),
+        )
+        plain = solve(removed, moving, Options())
+        assert _placements(shared) == _placements(plain)
+
+
+@pytest.mark.parametrize("variant", ("plain", "spot", "daemonset"))
+@pytest.mark.parametrize("seed", range(3))
+def test_prefilter_only_skips_what_ifs_that_say_no(variant: str, seed: int) -> None:
+    cluster = _cluster(seed, variant, nodes=30, fill=12)
+    ps = new_pass(cluster, _options(variant), NOW)
+    ranked = consolidation_candidates(ps)
+    groups = [[c] for c in ranked] + [ranked[:k] for k in range(2, len(ranked) + 1)]
+    pruned = 0
+    for group in groups:
+        if cannot_consolidate(ps, group):
+            pruned += 1
+            assert isinstance(consolidate(ps, group, METHOD_MULTI), NoOp), [c.name for c in group]
+    assert pruned > 0
+
+
+def test_free_index_yields_exactly_the_plain_scan() -> None:
+    rng = random.Random(11)
+    rooms = [
+        {
+            res.CPU: rng.randrange(-500, 4000),
+            res.MEMORY: rng.randrange(0, 8),
+            res.PODS: rng.randrange(0, 3),
+        }
+        for _ in range(300)
+    ]
+    index = FreeIndex(rooms)
+    excluded = set(rng.sample(range(300), 40))
+    pruned = index.without(excluded)
+    for _ in range(200):
+        request = {res.CPU: rng.randrange(0, 3000), res.MEMORY: rng.randrange(0, 6), res.PODS: 1}
+        start = rng.randrange(0, 300)
+        plain = [i for i in range(start, 300) if res.fits(request, rooms[i])]
+        assert list(index.candidates(start, request)) == plain
+        assert list(pruned.candidates(start, request)) == [i for i in plain if i not in excluded]
+        # A pass copies a node, then places a pod there: the index follows the copy.
+        chosen = next(iter(pruned.candidates(0, request)), None)
+        if chosen is not None:
+            copy = dict(rooms[chosen])
+            pruned.replace(chosen, copy)
+            for name, value in request.items():
+                copy[name] = copy.get(name, 0) - value
+            pruned.update(chosen)
+            rooms_now = [copy if i == chosen else r for i, r in enumerate(rooms)]
+            expect = [
+                i for i in range(300) if i not in excluded and res.fits(request, rooms_now[i])
+            ]
+            assert list(pruned.candidates(0, request)) == expect
+            rooms = rooms_now
+            index = FreeIndex(rooms)
