@@ -3,7 +3,8 @@
 A plan reuses solver set-up across what-if solves (and from one pass to the next for nodes
 whose objects did not change), keeps the candidates of unchanged nodes between passes, prunes
 what-ifs with cheap bounds, and scans existing nodes through a free-capacity index. Each
-shortcut is checked here against the plain computation on seeded random clusters (spread, anti-affinity, limits, daemonsets, spot):
+shortcut is checked here against the plain computation on seeded random clusters (spread,
+anti-affinity, limits, daemonsets, spot):
 - a plan equals re-deciding every pass from scratch (no survey memo, fresh set-up);
 - a what-if with excluded nodes equals a solve on the cluster with those nodes removed;
 - whenever the prefilter says "cannot", the full simulation says no as well;
