@@ -7,41 +7,18 @@ cached), so these tests see exactly what `helm install` would apply.
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from karpenter.settings import Settings
-
-ROOT = Path(__file__).resolve().parents[1]
-CHART = ROOT / "charts" / "karpenter"
-_BUILD_TIMEOUT_S = 900
+from tests.support.helm import CHART, ROOT, helm_binary, render
 
 
 @pytest.fixture(scope="session")
 def helm() -> str:
-    """Path to a cached helm binary; a failed build fails these tests (they never skip)."""
-    done = subprocess.run(
-        [str(ROOT / "hack" / "install-helm.sh")],
-        capture_output=True,
-        text=True,
-        timeout=_BUILD_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, f"hack/install-helm.sh failed:\n{done.stderr[-4000:]}"
-    return done.stdout.strip().splitlines()[-1]
-
-
-def render(helm: str, *sets: str, namespace: str = "karpenter") -> list[dict[str, Any]]:
-    """`helm template` output as a list of documents."""
-    args = [helm, "template", "k", str(CHART), "--namespace", namespace]
-    for item in sets:
-        args += ["--set", item]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    return [d for d in yaml.safe_load_all(done.stdout) if d]
+    """Path to a cached helm binary."""
+    return helm_binary()
 
 
 def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
@@ -149,7 +126,7 @@ def test_rbac_covers_what_the_controller_does(helm: str) -> None:
         ("", "pods"), ("", "nodes"), ("", "persistentvolumes"), ("", "persistentvolumeclaims"),
         ("apps", "daemonsets"), ("policy", "poddisruptionbudgets"),
         ("storage.k8s.io", "storageclasses"), ("storage.k8s.io", "csinodes"),
-        ("karpenter.sh", "nodeoverlays"), ("coordination.k8s.io", "leases"),
+        ("karpenter.sh", "nodeoverlays"),
     ]  # fmt: skip
     for group, resource in reads:
         assert {"get", "list", "watch"} <= _verbs(rules, group, resource), (group, resource)
@@ -165,6 +142,12 @@ def test_rbac_covers_what_the_controller_does(helm: str) -> None:
     assert {"create", "get", "update"} <= lease_verbs
     named = [r for r in role["rules"] if r.get("resourceNames")]
     assert named[0]["resourceNames"] == ["karpenter-leader-election"]
+    assert not _verbs(rules, "coordination.k8s.io", "leases")  # no cluster-wide lease access
+    node_leases = one(docs, "Role", "k-karpenter-lease")
+    assert node_leases["metadata"]["namespace"] == "kube-node-lease"
+    assert {"list", "watch", "delete"} <= _verbs(
+        node_leases["rules"], "coordination.k8s.io", "leases"
+    )
     binding = one(docs, "RoleBinding", "k-karpenter")
     assert binding["subjects"][0]["name"] == one(docs, "ServiceAccount")["metadata"]["name"]
 
