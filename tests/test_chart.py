@@ -164,3 +164,26 @@ def test_chart_has_no_extra_crds() -> None:
     """Every CRD the chart ships comes from config/crd."""
     shipped = {p.name for p in (CHART / "crds").glob("*")}
     assert shipped == {p.name for p in (ROOT / "config" / "crd").glob("*.yaml")}
+
+
+def test_existing_service_account(helm: str) -> None:
+    """serviceAccount.create=false renders no ServiceAccount; bindings name the given one."""
+    docs = render(helm, "serviceAccount.create=false", "serviceAccount.name=irsa-karpenter")
+    assert "ServiceAccount" not in {d["kind"] for d in docs}
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "irsa-karpenter"
+    for binding in (d for d in docs if d["kind"].endswith("Binding")):
+        assert binding["subjects"][0]["name"] == "irsa-karpenter"
+
+
+def test_dockerfile_runs_the_console_script_as_non_root() -> None:
+    """The image runs pyproject's console script as a non-root uid, logging JSON."""
+    lines = (ROOT / "Dockerfile").read_text().splitlines()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'karpenter = "karpenter.cli:main"' in pyproject
+    assert 'ENTRYPOINT ["karpenter"]' in lines
+    assert 'CMD ["run"]' in lines
+    assert lines[1] == "FROM python:3.11-slim"
+    [user] = [line for line in lines if line.startswith("USER ")]
+    assert not user.split()[1].startswith(("0", "root"))
+    assert any("LOG_ENCODING=json" in line for line in lines)
