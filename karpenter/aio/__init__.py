@@ -1,0 +1,1 @@
+"""Domain-free async kits for the shell: the injectable clock and friends."""
