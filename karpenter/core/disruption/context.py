@@ -23,9 +23,9 @@ from karpenter.core.disruption.candidates import (
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import NodePool
-from karpenter.core.provisioning.build import Reuse, well_known_labels
+from karpenter.core.model.resources import Resources
+from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import StateNode
-from karpenter.core.provisioning.freeindex import FreeIndex
 
 
 @dataclass(slots=True)
@@ -40,6 +40,7 @@ class DisruptionPass:
     types_by_pool: dict[str, dict[str, InstanceType]]
     budgets: dict[str, dict[str, int]]
     notes: list[Blocked] = field(default_factory=list)
+    _noted: set[str] = field(default_factory=set)
     _totals: dict[str, tuple[float, float]] = field(default_factory=dict)
     # Per-pass memo for derived tables (free capacity per node, ...).
     cache: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
@@ -47,10 +48,10 @@ class DisruptionPass:
     price_table: list[tuple[float, dict[str, int]]] | None = None
     # Worst launch price per (instance type identity, zone req, capacity-type req).
     worst_prices: dict[tuple[int, object, object], float | None] = field(default_factory=dict)
-    # Free room of every live node, indexed for "does any node fit this pod" (prefilter).
-    free_index: FreeIndex | None = None
-    free_names: list[str] = field(default_factory=list)
-    free_positions: dict[str, int] = field(default_factory=dict)
+    # Per candidate: summed pod requests and the pods' request shapes (prefilter).
+    pod_shapes: dict[
+        str, tuple[dict[str, int], list[tuple[tuple[tuple[str, int], ...], Resources]]]
+    ] = field(default_factory=dict)
     # Request shape -> (first nodes with room for it, whether that list is complete).
     room_for: dict[tuple[tuple[str, int], ...], tuple[list[int], bool]] = field(
         default_factory=dict
@@ -82,7 +83,8 @@ class DisruptionPass:
 
     def note(self, name: str, reason: str) -> None:
         """Remember why a node was passed over (first reason wins)."""
-        if all(n.name != name for n in self.notes):
+        if name not in self._noted:
+            self._noted.add(name)
             self.notes.append(Blocked(name, reason))
 
     def pool_totals(self, pool: str) -> tuple[float, float]:
@@ -129,7 +131,7 @@ def new_pass(
     found = survey(
         cluster,
         now,
-        well_known_labels(cluster, options),
+        reuse.well_known(cluster, options),
         assume_consolidate_after_elapsed=assume_consolidate_after_elapsed,
         states=reuse.states(cluster),
         memo=survey_memo,

@@ -19,21 +19,30 @@ from collections.abc import Sequence
 from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.model import resources as res
-from karpenter.core.provisioning.freeindex import FreeIndex
+from karpenter.core.model.resources import Resources
 
 
 def _free(ps: DisruptionPass) -> dict[str, dict[str, int]]:
+    """Free room per live node as the solver starts from it (daemon overhead included)."""
     cache = ps.cache.get("free")
     if cache is None:
-        per_node: dict[str, dict[str, int]] = {}
-        for s in ps.states:
-            if s.deleting:
-                continue
-            per_node[s.name] = res.floor_zero(res.subtract(s.allocatable, s.requested()))
-        total = res.add(*per_node.values())
-        cache = {"__total__": total, **per_node}
+        base = ps.reuse.snapshot(ps.cluster)
+        per_node = {e.state.name: res.floor_zero(e.remaining) for e in base.existing}
+        cache = {"__total__": res.add(*per_node.values()), **per_node}
         ps.cache["free"] = cache
     return cache
+
+
+Shape = tuple[tuple[str, int], ...]
+
+
+def _pods(ps: DisruptionPass, c: Candidate) -> tuple[dict[str, int], list[tuple[Shape, Resources]]]:
+    """A candidate's summed requests and its pods' request shapes (once per pass)."""
+    known = ps.pod_shapes.get(c.name)
+    if known is None:
+        shapes = [(tuple(sorted(p.requests.items())), p.requests) for p in c.pods]
+        known = ps.pod_shapes[c.name] = (res.add(*(r for _, r in shapes)), shapes)
+    return known
 
 
 def _cheapest_holding(ps: DisruptionPass, requests: res.Resources) -> float | None:
@@ -57,28 +66,22 @@ _FIRST = 4
 
 def _homeless(ps: DisruptionPass, candidates: Sequence[Candidate]) -> dict[str, int]:
     """Summed requests of the candidates' pods that no other node has room for, each alone."""
-    free = _free(ps)
-    if ps.free_index is None:
-        ps.free_names = [name for name in free if name != "__total__"]
-        ps.free_index = FreeIndex([free[name] for name in ps.free_names])
-        ps.free_positions = {name: i for i, name in enumerate(ps.free_names)}
-    own = {ps.free_positions[c.name] for c in candidates if c.name in ps.free_positions}
-    index = ps.free_index
-    homeless: dict[str, int] = {}
+    base = ps.reuse.snapshot(ps.cluster)
+    own = {base.index[c.name] for c in candidates if c.name in base.index}
+    homeless: list[Resources] = []
     for c in candidates:
-        for pod in c.pods:
+        for shape, requests in _pods(ps, c)[1]:
             # The first few nodes with room for a request shape, memoized per pass: enough to
             # answer for any candidate set no larger than the list.
-            shape = tuple(sorted(pod.requests.items()))
             entry = ps.room_for.get(shape)
             if entry is None or (not entry[1] and len(entry[0]) <= len(own)):
                 limit = max(_FIRST, len(own) + 1)
-                found = list(itertools.islice(index.candidates(0, pod.requests), limit))
+                found = list(itertools.islice(base.free.candidates(0, requests), limit))
                 entry = ps.room_for[shape] = (found, len(found) < limit)
             # Complete lists answer directly; a prefix longer than ``own`` has another node.
             if all(i in own for i in entry[0]):
-                homeless = res.add(homeless, pod.requests)
-    return homeless
+                homeless.append(requests)
+    return res.add(*homeless)
 
 
 def cannot_consolidate(ps: DisruptionPass, candidates: Sequence[Candidate]) -> str:
@@ -88,7 +91,7 @@ def cannot_consolidate(ps: DisruptionPass, candidates: Sequence[Candidate]) -> s
     requests: dict[str, int] = {}
     for c in candidates:
         elsewhere = res.subtract(elsewhere, free.get(c.name, {}))
-        requests = res.add(requests, *(p.requests for p in c.pods))
+        requests = res.add(requests, _pods(ps, c)[0])
     # The replacement must hold both the excess over the room elsewhere and every pod that
     # fits on no other node at all; the larger of the two, per resource, is a lower bound.
     excess = res.floor_zero(res.subtract(requests, elsewhere))

@@ -319,7 +319,7 @@ class _Base:
     index: dict[str, int]
     volumes: VolumeIndex
     free: FreeIndex
-    bound: list[list[Pod]]
+    bound_pods: list[list[Pod]] | None  # active pods per node, built when topology needs them
     anti_owners: list[tuple[int, Pod]]
     pool_used: dict[str, dict[str, int]]
     pool_nodes: dict[str, int]
@@ -328,6 +328,13 @@ class _Base:
         default_factory=dict
     )
     derived: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def bound(self) -> list[list[Pod]]:
+        """Active pods per node (in ``existing`` order)."""
+        if self.bound_pods is None:
+            self.bound_pods = [[p for p in s.pods if p.is_active()] for s in self.states]
+        return self.bound_pods
 
 
 def _base(
@@ -338,7 +345,6 @@ def _base(
     states = _live_states(cluster, every)
     volumes = VolumeIndex(cluster)
     existing = _existing(cluster, states, volumes, memo)
-    bound = [[p for p in s.pods if p.is_active()] for s in states]
     used: dict[str, dict[str, int]] = {}
     nodes: dict[str, int] = {}
     for state in states:
@@ -352,8 +358,13 @@ def _base(
         {s.name: i for i, s in enumerate(states)},
         volumes,
         FreeIndex([e.remaining for e in existing]),
-        bound,
-        [(i, p) for i, pods in enumerate(bound) for p in pods if p.required_anti_affinity],
+        None,
+        [
+            (i, p)
+            for i, s in enumerate(states)
+            for p in s.pods
+            if p.required_anti_affinity and p.is_active()
+        ],
         used,
         nodes,
     )
@@ -417,6 +428,9 @@ class Reuse:
     templates: tuple[list[Template], dict[str, str]] | None = None
     base: _Base | None = None
     every_cluster: Cluster | None = None
+    labels: frozenset[str] = frozenset()
+    labels_key: tuple[object, ...] = ()
+    labels_holder: object = None
     every_state: list[StateNode] = field(default_factory=list)
 
     def pass_templates(
@@ -447,6 +461,14 @@ class Reuse:
                 memo = {e.state.name: e for e in old.existing}
             self.base = _base(cluster, every, memo)
         return self.base
+
+    def well_known(self, cluster: Cluster, options: Options) -> frozenset[str]:
+        """``well_known_labels``, kept while the instance types and options are the same."""
+        key = (id(cluster.instance_types), options.extra_well_known_labels)
+        if self.labels_key != key or self.labels_holder is not cluster.instance_types:
+            self.labels = well_known_labels(cluster, options)
+            self.labels_key, self.labels_holder = key, cluster.instance_types
+        return self.labels
 
     def states(self, cluster: Cluster) -> list[StateNode]:
         """Every state node of ``cluster`` (shared with callers that survey the snapshot)."""
@@ -502,7 +524,9 @@ def build_context(
     reuse: Reuse | None = None,
 ) -> PassContext:
     """Build a pass over ``cluster`` for ``pending`` pods, leaving ``excluded`` nodes out."""
-    well_known = well_known_labels(cluster, options)
+    well_known = (
+        well_known_labels(cluster, options) if reuse is None else reuse.well_known(cluster, options)
+    )
     if reuse is None:
         templates, skipped = _templates(cluster, options, well_known)
         base = _base(cluster)
