@@ -125,12 +125,12 @@ def _cheaper(
 ) -> list[InstanceType]:
     # Memoized per pass: the same types are priced for every candidate's replacement. The
     # types live in the pass's snapshot, so their identities are stable while it runs.
-    memo = ps.worst_prices
-    zone = reqs.get_or_exists(lbl.ZONE)
-    ctype = reqs.get_or_exists(lbl.CAPACITY_TYPE)
+    memo = ps.worst_prices.setdefault(
+        (reqs.get_or_exists(lbl.ZONE), reqs.get_or_exists(lbl.CAPACITY_TYPE)), {}
+    )
     out = []
     for it in types:
-        key = (id(it), zone, ctype)
+        key = id(it)
         if key in memo:
             worst = memo[key]
         else:

@@ -46,8 +46,10 @@ class DisruptionPass:
     cache: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     # (cheapest available price, allocatable) of every instance type, cheapest first.
     price_table: list[tuple[float, dict[str, int]]] | None = None
-    # Worst launch price per (instance type identity, zone req, capacity-type req).
-    worst_prices: dict[tuple[int, object, object], float | None] = field(default_factory=dict)
+    # Worst launch price per (zone req, capacity-type req), then per instance type identity.
+    worst_prices: dict[tuple[object, object], dict[int, float | None]] = field(
+        default_factory=dict
+    )
     # Per candidate: summed pod requests and the pods' request shapes (prefilter).
     pod_shapes: dict[
         str, tuple[dict[str, int], list[tuple[tuple[tuple[str, int], ...], Resources]]]
