@@ -23,7 +23,14 @@ from karpenter.core.disruption.commands import METHOD_MULTI, NoOp
 from karpenter.core.disruption.consolidation import consolidate
 from karpenter.core.disruption.context import new_pass
 from karpenter.core.disruption.methods import consolidation_candidates
-from karpenter.core.disruption.planner import REPLACEMENT_PREFIX, Plan, Step, apply, decide, plan
+from karpenter.core.disruption.planner import (
+    Plan,
+    Step,
+    apply,
+    decide,
+    name_replacements,
+    plan,
+)
 from karpenter.core.disruption.prefilter import cannot_consolidate
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
@@ -89,11 +96,8 @@ def _naive_plan(cluster: Cluster, options: Options) -> list[Step]:
         command, _ps = decide(cluster, options, NOW, assume_consolidate_after_elapsed=True)
         if command is None:
             break
-        names = tuple(
-            f"{REPLACEMENT_PREFIX}{counter + i}" for i in range(1, len(command.replacements) + 1)
-        )
-        counter += len(command.replacements)
-        step = Step(command, names)
+        step = name_replacements(command, counter)
+        counter += len(step.replacement_names)
         steps.append(step)
         cluster = apply(cluster, step, NOW)
     return steps

@@ -288,15 +288,6 @@ class SurveyMemo:
     candidates: dict[str, Candidate] = field(default_factory=dict)
 
 
-def _same(a: StateNode, b: StateNode) -> bool:
-    return (
-        a.node is b.node
-        and a.claim is b.claim
-        and len(a.pods) == len(b.pods)
-        and all(x is y for x, y in zip(a.pods, b.pods, strict=True))
-    )
-
-
 def _reusable(
     memo: SurveyMemo | None,
     cluster: Cluster,
@@ -361,7 +352,7 @@ def survey(
             out.blocked.append(Blocked(state.name, missing))
             continue
         candidate = known.get(state.name)
-        if candidate is None or not _same(candidate.state, state):
+        if candidate is None or not candidate.state.same_objects(state):
             pool_types = types_by_pool.get(pool_name, {})
             candidate = _candidate(state, pool, pool_types, cluster, now, well_known, cloud_drift)
             ready = _consolidatable(state, pool, now, assume_consolidate_after_elapsed)

@@ -47,9 +47,7 @@ class DisruptionPass:
     # (cheapest available price, allocatable) of every instance type, cheapest first.
     price_table: list[tuple[float, dict[str, int]]] | None = None
     # Worst launch price per (zone req, capacity-type req), then per instance type identity.
-    worst_prices: dict[tuple[object, object], dict[int, float | None]] = field(
-        default_factory=dict
-    )
+    worst_prices: dict[tuple[object, object], dict[int, float | None]] = field(default_factory=dict)
     # Per candidate: summed pod requests and the pods' request shapes (prefilter).
     pod_shapes: dict[
         str, tuple[dict[str, int], list[tuple[tuple[tuple[str, int], ...], Resources]]]

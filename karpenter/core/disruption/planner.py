@@ -175,14 +175,18 @@ def plan(
         if command is None:
             blocked = _blocked(ps)
             break
-        names = tuple(
-            f"{REPLACEMENT_PREFIX}{counter + i}" for i in range(1, len(command.replacements) + 1)
-        )
-        counter += len(command.replacements)
-        step = Step(command, names)
+        step = name_replacements(command, counter)
+        counter += len(step.replacement_names)
         steps.append(step)
         cluster = apply(cluster, step, now)
     return Plan(tuple(steps), before, fleet_price(cluster), tuple(blocked), cluster)
+
+
+def name_replacements(command: Command, launched_before: int) -> Step:
+    """The command as a step whose replacements are numbered after ``launched_before``."""
+    count = len(command.replacements)
+    names = tuple(f"{REPLACEMENT_PREFIX}{launched_before + i}" for i in range(1, count + 1))
+    return Step(command, names)
 
 
 def _blocked(ps: DisruptionPass) -> list[Blocked]:

@@ -219,16 +219,6 @@ def _daemon_overhead(
     return res.add(*missing)
 
 
-def _same_state(a: StateNode, b: StateNode) -> bool:
-    """The same node, claim and pod objects (a plan's untouched nodes keep theirs)."""
-    return (
-        a.node is b.node
-        and a.claim is b.claim
-        and len(a.pods) == len(b.pods)
-        and all(x is y for x, y in zip(a.pods, b.pods, strict=True))
-    )
-
-
 def _existing(
     cluster: Cluster,
     states: Sequence[StateNode],
@@ -240,7 +230,7 @@ def _existing(
     for state in states:
         if memo is not None:
             known = memo.get(state.name)
-            if known is not None and _same_state(known.state, state):
+            if known is not None and known.state.same_objects(state):
                 out.append(known)
                 continue
         taints = state.scheduling_taints()

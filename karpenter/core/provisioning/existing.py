@@ -74,6 +74,19 @@ class StateNode:
         """Marked for deletion (Node or NodeClaim has a deletionTimestamp)."""
         return bool((self.node and self.node.deleting) or (self.claim and self.claim.deleting))
 
+    def same_objects(self, other: StateNode) -> bool:
+        """Built from the very same Node, NodeClaim and Pod objects as ``other``.
+
+        Snapshots a plan derives from one another keep the objects of untouched nodes, so
+        whatever was computed from them still holds.
+        """
+        return (
+            self.node is other.node
+            and self.claim is other.claim
+            and len(self.pods) == len(other.pods)
+            and all(x is y for x, y in zip(self.pods, other.pods, strict=True))
+        )
+
     @property
     def ready(self) -> bool:
         """The Node is Ready (an unregistered NodeClaim is not)."""
