@@ -1,0 +1,1 @@
+"""The Kubernetes adapter: the only package that imports kubernetes_asyncio."""
