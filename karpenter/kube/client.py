@@ -94,7 +94,7 @@ class KubeClient:
         query: Sequence[tuple[str, str]] = (),
         body: object = None,
         content_type: str = JSON,
-        timeout: aiohttp.ClientTimeout | float | None = 30.0,
+        request_timeout: aiohttp.ClientTimeout | float | None = 30.0,
     ) -> aiohttp.ClientResponse:
         try:
             resp: aiohttp.ClientResponse = await self.api.call_api(
@@ -105,7 +105,7 @@ class KubeClient:
                 body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
-                _request_timeout=timeout,
+                _request_timeout=request_timeout,
             )
         except ApiException as err:  # raised by the transport for some failures
             raise errors.ApiError(int(err.status or 0), str(err.reason or "")) from err
@@ -145,7 +145,7 @@ class KubeClient:
             query.append(("labelSelector", label_selector))
         if field_selector:
             query.append(("fieldSelector", field_selector))
-        data = await self._json("GET", res.path(namespace), query=query, timeout=120.0)
+        data = await self._json("GET", res.path(namespace), query=query, request_timeout=120.0)
         items = data.get("items") or []
         for item in items:
             # list items carry no kind; the decoders and event references want it
@@ -167,13 +167,15 @@ class KubeClient:
         # No total timeout: the server ends the watch after timeoutSeconds; the read timeout
         # catches a silently dead connection (bookmarks arrive about once a minute).
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30)
-        resp = await self._call("GET", res.path(), query=query, timeout=timeout)
+        resp = await self._call("GET", res.path(), query=query, request_timeout=timeout)
         try:
             yield _events(resp, res)
         finally:
             resp.release()
 
-    async def create(self, res: Resource, body: Mapping[str, Any], namespace: str | None = None) -> Obj:
+    async def create(
+        self, res: Resource, body: Mapping[str, Any], namespace: str | None = None
+    ) -> Obj:
         """Create an object (AlreadyExists, Invalid)."""
         return await self._json("POST", res.path(namespace), body=dict(body))
 
@@ -250,7 +252,7 @@ async def load_configuration(kubeconfig: Path | str | None) -> k8s.Configuration
             config_file=str(kubeconfig), client_configuration=cfg, persist_config=False
         )
     else:
-        k8s_config.load_incluster_config(client_configuration=cfg)
+        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     return cfg
 
 

@@ -1,8 +1,8 @@
-"""The codec: apiserver JSON ↔ core values, the one place raw objects are read or written.
+"""The codec: reading fields of apiserver JSON and building the JSON the controllers write.
 
-Decoding reuses the boundary decoders of ``karpenter.api`` (the same ones ``simulate`` uses,
-so the controller and the simulator see identical values). Encoding builds the manifests the
-controllers write: NodeClaims from the solver's decisions, status conditions, owner references.
+Whole objects are decoded into core values by ``karpenter.api.decode`` (the same decoders
+``simulate`` uses). Here are the writers: NodeClaims from the solver's decisions, status
+conditions, taints, owner and object references, and the small readers they need.
 """
 
 from __future__ import annotations
@@ -11,14 +11,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
-
-from karpenter.api import crdfields, kube, nodeclaim, nodepool
-from karpenter.api.errors import DecodeError
+from karpenter.api import kube
 from karpenter.core.lifecycle import nodepool_hash
 from karpenter.core.model import labels as lbl
-from karpenter.core.model.cluster import DaemonSet
-from karpenter.core.model.node import Node, NodeClaim
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.model.pod import Pod
 from karpenter.core.model.quantity import MILLI
@@ -29,51 +24,6 @@ from karpenter.core.scheduling.taints import Taint
 
 Obj = dict[str, Any]
 GROUP_VERSION = "karpenter.sh/v1"
-
-
-class CodecError(ValueError):
-    """An object cannot be decoded; the message names the field."""
-
-
-def _wrap(fn: Any, obj: Mapping[str, Any]) -> Any:
-    try:
-        return fn(obj)
-    except DecodeError as err:
-        raise CodecError(str(err)) from None
-    except ValidationError as err:
-        first = err.errors()[0]
-        path = crdfields.pydantic_path(tuple(first["loc"]))
-        raise CodecError(f"{path}: {first['msg']}") from None
-
-
-def pod(obj: Mapping[str, Any]) -> Pod:
-    """A v1 Pod."""
-    result: Pod = _wrap(kube.pod, obj)
-    return result
-
-
-def node(obj: Mapping[str, Any]) -> Node:
-    """A v1 Node."""
-    result: Node = _wrap(kube.node, obj)
-    return result
-
-
-def daemonset(obj: Mapping[str, Any]) -> DaemonSet:
-    """An apps/v1 DaemonSet."""
-    result: DaemonSet = _wrap(kube.daemonset, obj)
-    return result
-
-
-def node_pool(obj: Mapping[str, Any]) -> NodePool:
-    """A karpenter.sh/v1 NodePool (runtime validation included)."""
-    result: NodePool = _wrap(lambda o: nodepool.NodePoolDoc.model_validate(o).to_core(), obj)
-    return result
-
-
-def node_claim(obj: Mapping[str, Any]) -> NodeClaim:
-    """A karpenter.sh/v1 NodeClaim."""
-    result: NodeClaim = _wrap(lambda o: nodeclaim.NodeClaimDoc.model_validate(o).to_core(), obj)
-    return result
 
 
 # ---- small readers ------------------------------------------------------------------------
@@ -280,7 +230,13 @@ def object_reference(obj: Mapping[str, Any]) -> Obj:
 
 def pod_reference(p: Pod) -> Obj:
     """An ObjectReference to a core Pod."""
-    return {"apiVersion": "v1", "kind": "Pod", "namespace": p.namespace, "name": p.name, "uid": p.uid}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": p.namespace,
+        "name": p.name,
+        "uid": p.uid,
+    }
 
 
 def taints_of(obj: Mapping[str, Any]) -> list[Obj]:

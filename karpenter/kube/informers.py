@@ -60,7 +60,9 @@ class Informer:
         self._watch_timeout_s = watch_timeout_s
         self._log = structlog.get_logger().bind(informer=resource.plural)
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         """Run forever; reports started once the first list reached the sink."""
         backoff = _BACKOFF_START_S
         started = False

@@ -15,28 +15,36 @@ from typing import Any, Generic, TypeVar
 
 import structlog
 
+from karpenter.api import decode
 from karpenter.core.model.cluster import Cluster, DaemonSet
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import Node, NodeClaim
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.model.pod import Pod
-from karpenter.kube import codec
-from karpenter.kube.client import Obj
 
 T = TypeVar("T")
+Obj = dict[str, Any]
 Listener = Callable[[str, str, Obj | None], None]
 
 _log = structlog.get_logger()
 
 
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = obj.get("metadata")
+    return value if isinstance(value, Mapping) else {}
+
+
 def _key(obj: Mapping[str, Any]) -> str:
-    ns = codec.namespace(obj)
-    return f"{ns}/{codec.name(obj)}" if ns else codec.name(obj)
+    meta = _meta(obj)
+    ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    return f"{ns}/{name}" if ns else name
 
 
 def _version(obj: Mapping[str, Any]) -> int:
+    # resourceVersions are etcd revisions: opaque by contract, integers in practice. Comparing
+    # them keeps a late watch event from overwriting what this process has just written.
     try:
-        return int(codec.meta(obj).get("resourceVersion") or 0)
+        return int(_meta(obj).get("resourceVersion") or 0)
     except ValueError:
         return 0
 
@@ -72,7 +80,9 @@ class KindStore(Generic[T]):
         key = _key(obj)
         if event == "DELETED":
             self._remove(key)
-        else:
+            return
+        current = self.entries.get(key)
+        if current is None or _version(current.raw) < _version(obj):
             self._put(key, obj)
 
     def upsert(self, obj: Obj) -> None:
@@ -84,14 +94,12 @@ class KindStore(Generic[T]):
 
     def _put(self, key: str, obj: Obj) -> None:
         current = self.entries.get(key)
-        if current is not None and current.raw.get("metadata", {}).get(
-            "resourceVersion"
-        ) == obj.get("metadata", {}).get("resourceVersion"):
+        if current is not None and _version(current.raw) == _version(obj) and _version(obj):
             return
         try:
             value: T | None = self.decode(obj)
             self.invalid.pop(key, None)
-        except codec.CodecError as err:
+        except decode.CodecError as err:
             value = None
             if self.invalid.get(key) != str(err):
                 _log.warning("object does not decode", kind=self.kind, key=key, error=str(err))
@@ -137,14 +145,14 @@ class ClusterState:
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
-        self.pods: KindStore[Pod] = KindStore("Pod", codec.pod, self._notify)
-        self.nodes: KindStore[Node] = KindStore("Node", codec.node, self._notify)
+        self.pods: KindStore[Pod] = KindStore("Pod", decode.pod, self._notify)
+        self.nodes: KindStore[Node] = KindStore("Node", decode.node, self._notify)
         self.nodeclaims: KindStore[NodeClaim] = KindStore(
-            "NodeClaim", codec.node_claim, self._notify
+            "NodeClaim", decode.node_claim, self._notify
         )
-        self.nodepools: KindStore[NodePool] = KindStore("NodePool", codec.node_pool, self._notify)
+        self.nodepools: KindStore[NodePool] = KindStore("NodePool", decode.node_pool, self._notify)
         self.daemonsets: KindStore[DaemonSet] = KindStore(
-            "DaemonSet", codec.daemonset, self._notify
+            "DaemonSet", decode.daemonset, self._notify
         )
 
     def subscribe(self, listener: Listener) -> None:
@@ -182,7 +190,7 @@ class ClusterState:
         return [
             e.value
             for _, e in sorted(self.nodepools.entries.items())
-            if e.value is not None and not codec.meta(e.raw).get("deletionTimestamp")
+            if e.value is not None and not _meta(e.raw).get("deletionTimestamp")
         ]
 
     def snapshot(self, instance_types: Mapping[str, tuple[InstanceType, ...]]) -> Cluster:
