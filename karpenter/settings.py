@@ -41,6 +41,11 @@ def parse_feature_gates(text: str) -> dict[str, bool]:
     return gates
 
 
+def split_paths(text: str) -> list[str]:
+    """A comma-separated list of log sinks (zap's output paths), blanks dropped."""
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
 class Settings(BaseSettings):
     """Controller settings (immutable once read)."""
 
@@ -63,6 +68,17 @@ class Settings(BaseSettings):
     LEADER_ELECTION_NAMESPACE: str = ""
     CPU_REQUESTS: int = 1000
     MEMORY_LIMIT: int = -1
+    # the controller's own namespace; upstream reads it from the pod (downward API)
+    SYSTEM_NAMESPACE: str = "kube-system"
+    KARPENTER_SERVICE: str = ""
+    LOG_OUTPUT_PATHS: str = "stdout"
+    LOG_ERROR_OUTPUT_PATHS: str = "stderr"
+    # not upstream (zap's encoding came from a ConfigMap): json in clusters, console for humans
+    LOG_ENCODING: Literal["json", "console"] = "json"
+    ENABLE_PROFILING: bool = False
+    DISABLE_CONTROLLER_WARMUP: bool = True
+    DISABLE_CLUSTER_STATE_OBSERVABILITY: bool = False
+    IGNORE_DRA_REQUESTS: bool = True
 
     @field_validator("BATCH_MAX_DURATION", "BATCH_IDLE_DURATION")
     @classmethod
@@ -70,12 +86,47 @@ class Settings(BaseSettings):
         parse_duration(value)
         return value
 
-    @field_validator("DISABLE_LEADER_ELECTION", mode="before")
+    @field_validator(
+        "DISABLE_LEADER_ELECTION",
+        "ENABLE_PROFILING",
+        "DISABLE_CONTROLLER_WARMUP",
+        "DISABLE_CLUSTER_STATE_OBSERVABILITY",
+        "IGNORE_DRA_REQUESTS",
+        mode="before",
+    )
     @classmethod
     def _bool(cls, value: object) -> object:
         # upstream's bool flags accept only true/false; pydantic would also take yes/on/1
         if isinstance(value, str) and value.lower() not in ("true", "false"):
             raise ValueError(f"invalid boolean {value!r} (true or false)")
+        return value
+
+    @field_validator("METRICS_PORT", "HEALTH_PROBE_PORT")
+    @classmethod
+    def _port(cls, value: int) -> int:
+        if not 0 <= value <= 65535:
+            raise ValueError(f"port {value} is outside 0-65535")
+        return value
+
+    @field_validator("KUBE_CLIENT_QPS", "KUBE_CLIENT_BURST")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if value <= 0:
+            raise ValueError(f"{value} must be positive")
+        return value
+
+    @field_validator("SYSTEM_NAMESPACE")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        if not value:
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("LOG_OUTPUT_PATHS", "LOG_ERROR_OUTPUT_PATHS")
+    @classmethod
+    def _paths(cls, value: str) -> str:
+        if not split_paths(value):
+            raise ValueError("needs at least one path (stdout, stderr or a file)")
         return value
 
     @field_validator("CPU_REQUESTS")
@@ -93,6 +144,26 @@ class Settings(BaseSettings):
     def feature_gates(self) -> dict[str, bool]:
         """Feature gates merged over upstream's defaults."""
         return parse_feature_gates(self.FEATURE_GATES)
+
+    @property
+    def leader_election_namespace(self) -> str:
+        """Where the leader Lease lives: LEADER_ELECTION_NAMESPACE, else the controller's own."""
+        return self.LEADER_ELECTION_NAMESPACE or self.SYSTEM_NAMESPACE
+
+    @property
+    def log_json(self) -> bool:
+        """Whether logs are JSON lines (LOG_ENCODING=json)."""
+        return self.LOG_ENCODING == "json"
+
+    @property
+    def log_output_paths(self) -> list[str]:
+        """LOG_OUTPUT_PATHS split on commas: ``stdout``, ``stderr`` or file paths."""
+        return split_paths(self.LOG_OUTPUT_PATHS)
+
+    @property
+    def log_error_output_paths(self) -> list[str]:
+        """LOG_ERROR_OUTPUT_PATHS split on commas."""
+        return split_paths(self.LOG_ERROR_OUTPUT_PATHS)
 
     @property
     def batch_max_seconds(self) -> float:

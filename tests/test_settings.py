@@ -22,6 +22,12 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (s.CPU_REQUESTS, s.MEMORY_LIMIT, s.AWS_REGION) == (1000, -1, "us-west-2")
     assert s.DISABLE_LEADER_ELECTION is False
     assert s.feature_gates == settings_mod.DEFAULT_FEATURE_GATES
+    assert (s.SYSTEM_NAMESPACE, s.leader_election_namespace) == ("kube-system", "kube-system")
+    assert (s.log_output_paths, s.log_error_output_paths) == (["stdout"], ["stderr"])
+    assert s.log_json
+    assert (s.ENABLE_PROFILING, s.DISABLE_CLUSTER_STATE_OBSERVABILITY) == (False, False)
+    assert (s.DISABLE_CONTROLLER_WARMUP, s.IGNORE_DRA_REQUESTS) == (True, True)
+    assert s.KARPENTER_SERVICE == ""
 
 
 @pytest.mark.parametrize(
@@ -54,6 +60,28 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         ),
         pytest.param({"CLUSTER_NAME": "prod"}, lambda s: s.CLUSTER_NAME == "prod", id="cluster"),
         pytest.param({"LOG_LEVEL": ""}, lambda s: s.LOG_LEVEL == "", id="empty-log-level"),
+        pytest.param(
+            {"SYSTEM_NAMESPACE": "karpenter"},
+            lambda s: s.leader_election_namespace == "karpenter",
+            id="lease-in-system-namespace",
+        ),
+        pytest.param(
+            {"SYSTEM_NAMESPACE": "karpenter", "LEADER_ELECTION_NAMESPACE": "leases"},
+            lambda s: s.leader_election_namespace == "leases",
+            id="lease-namespace-override",
+        ),
+        pytest.param(
+            {"LOG_OUTPUT_PATHS": "stdout, /var/log/k.log,"},
+            lambda s: s.log_output_paths == ["stdout", "/var/log/k.log"],
+            id="log-paths",
+        ),
+        pytest.param({"LOG_ENCODING": "console"}, lambda s: not s.log_json, id="console-logs"),
+        pytest.param(
+            {"ENABLE_PROFILING": "true", "IGNORE_DRA_REQUESTS": "false"},
+            lambda s: s.ENABLE_PROFILING and not s.IGNORE_DRA_REQUESTS,
+            id="bools",
+        ),
+        pytest.param({"METRICS_PORT": "0"}, lambda s: s.METRICS_PORT == 0, id="any-free-port"),
     ],
 )
 def test_overrides(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], check: object) -> None:
@@ -76,6 +104,13 @@ def test_overrides(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], check: 
         pytest.param("FEATURE_GATES", "NodeOverlay=yes", id="gate-not-bool"),
         pytest.param("METRICS_PORT", "http", id="port"),
         pytest.param("DISABLE_LEADER_ELECTION", "yes", id="bool-only-true-false"),
+        pytest.param("ENABLE_PROFILING", "1", id="profiling-bool"),
+        pytest.param("HEALTH_PROBE_PORT", "70000", id="port-range"),
+        pytest.param("KUBE_CLIENT_QPS", "0", id="qps-positive"),
+        pytest.param("KUBE_CLIENT_BURST", "-1", id="burst-positive"),
+        pytest.param("SYSTEM_NAMESPACE", "", id="namespace-empty"),
+        pytest.param("LOG_OUTPUT_PATHS", " , ", id="no-log-paths"),
+        pytest.param("LOG_ENCODING", "xml", id="log-encoding"),
     ],
 )
 def test_invalid_values_name_the_variable(

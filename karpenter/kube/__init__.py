@@ -1,1 +1,1 @@
-"""The Kubernetes adapter: the only package that imports kubernetes_asyncio."""
+"""The only package that talks to the Kubernetes SDK (kubernetes_asyncio)."""

@@ -1,0 +1,1 @@
+"""Observability for the shell: structured logs, the Prometheus metrics and their HTTP server."""

@@ -1,0 +1,269 @@
+"""Metrics: every Prometheus series the controller exports, under upstream Karpenter's names.
+
+``Metrics`` owns a private ``CollectorRegistry`` (never prometheus_client's global one), so each
+operator (and each test) gets a fresh set, built once by the composition root and passed down.
+Names and label sets follow upstream so existing dashboards and alerts keep working. Callers must
+pass every label; an unknown label value is written as ``""`` rather than omitted, because a
+Prometheus series cannot drop a label that its family declares.
+
+Attribute naming rule: the metric name without the ``karpenter_`` prefix and without a
+``_total`` or ``_seconds`` suffix, e.g. ``karpenter_nodeclaims_created_total`` is
+``metrics.nodeclaims_created`` and ``karpenter_cloudprovider_duration_seconds`` is
+``metrics.cloudprovider_duration``.
+"""
+
+from __future__ import annotations
+
+import platform
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
+from prometheus_client.exposition import generate_latest
+
+# upstream's metrics.DurationBuckets: controller-runtime's defaults stretched out to 10 minutes
+DURATION_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 25, 30, 40, 50, 60,
+    70, 80, 90, 100, 110, 120, 150, 300, 450, 600,
+)  # fmt: skip
+
+_POD_STATE_LABELS = (
+    "name", "namespace", "owner", "node", "scheduled", "nodepool", "zone", "arch",
+    "capacity_type", "instance_type", "phase", "ready", "managed",
+)  # fmt: skip
+_DISRUPTED_LABELS = (
+    "reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode",
+)  # fmt: skip
+_DECISION_LABELS = ("decision", "reason", "consolidation_type")
+_CLOUD_LABELS = ("controller", "method", "provider")
+
+
+class Metrics:
+    """The controller's metric families on one private registry; ``render`` is /metrics."""
+
+    def __init__(self, *, version: str = "dev", commit: str = "") -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._nodeclaims(self.registry)
+        self._nodes(self.registry)
+        self._pods(self.registry)
+        self._scheduling_and_disruption(self.registry)
+        self._nodepools_and_cloud(self.registry)
+        self._interruption(self.registry)
+        self.build_info = Gauge(
+            "karpenter_build_info",
+            "Build information; the value is always 1.",
+            ("version", "goversion", "goarch", "commit"),
+            registry=self.registry,
+        )
+        # upstream's label names are kept for dashboards; here "go" means the runtime underneath
+        self.build_info.labels(
+            version=version,
+            goversion=f"python{platform.python_version()}",
+            goarch=platform.machine(),
+            commit=commit,
+        ).set(1)
+
+    def _nodeclaims(self, r: CollectorRegistry) -> None:
+        self.nodeclaims_created = Counter(
+            "karpenter_nodeclaims_created_total",
+            "NodeClaims created, by reason (provisioning or a disruption method).",
+            ("reason", "nodepool", "min_values_relaxed"),
+            registry=r,
+        )
+        self.nodeclaims_launched = Counter(
+            "karpenter_nodeclaims_launched_total",
+            "NodeClaims whose instance the cloud provider launched.",
+            ("nodepool",),
+            registry=r,
+        )
+        self.nodeclaims_registered = Counter(
+            "karpenter_nodeclaims_registered_total",
+            "NodeClaims whose Node joined the cluster.",
+            ("nodepool",),
+            registry=r,
+        )
+        self.nodeclaims_initialized = Counter(
+            "karpenter_nodeclaims_initialized_total",
+            "NodeClaims whose Node became ready with its resources registered.",
+            ("nodepool",),
+            registry=r,
+        )
+        self.nodeclaims_terminated = Counter(
+            "karpenter_nodeclaims_terminated_total",
+            "NodeClaims whose instance was terminated and finalizer removed.",
+            ("nodepool", "capacity_type", "zone"),
+            registry=r,
+        )
+        self.nodeclaims_disrupted = Counter(
+            "karpenter_nodeclaims_disrupted_total",
+            "NodeClaims deleted by a disruption (voluntary, liveness, interruption, GC).",
+            _DISRUPTED_LABELS,
+            registry=r,
+        )
+        self.nodeclaims_instance_termination_duration = Histogram(
+            "karpenter_nodeclaims_instance_termination_duration_seconds",
+            "Time from NodeClaim deletion until the cloud provider reports the instance gone.",
+            ("nodepool",),
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+
+    def _nodes(self, r: CollectorRegistry) -> None:
+        self.nodes_created = Counter(
+            "karpenter_nodes_created_total",
+            "Nodes registered by Karpenter.",
+            ("nodepool", "zone"),
+            registry=r,
+        )
+        self.nodes_terminated = Counter(
+            "karpenter_nodes_terminated_total",
+            "Nodes deleted by Karpenter after draining.",
+            ("nodepool", "zone"),
+            registry=r,
+        )
+        self.nodes_drained = Counter(
+            "karpenter_nodes_drained_total",
+            "Nodes fully drained.",
+            ("nodepool",),
+            registry=r,
+        )
+        self.nodes_termination_duration = Summary(
+            "karpenter_nodes_termination_duration_seconds",
+            "Time from Node deletion until its finalizer is removed.",
+            ("nodepool",),
+            registry=r,
+        )
+
+    def _pods(self, r: CollectorRegistry) -> None:
+        self.pods_state = Gauge(
+            "karpenter_pods_state",
+            "One series per pod describing where it is; the value is always 1.",
+            _POD_STATE_LABELS,
+            registry=r,
+        )
+        self.pods_startup_duration = Summary(
+            "karpenter_pods_startup_duration_seconds",
+            "Time from pod creation until the pod is running.",
+            registry=r,
+        )
+        self.pods_drained = Counter(
+            "karpenter_pods_drained_total",
+            "Pods evicted or deleted while draining a node.",
+            ("reason",),
+            registry=r,
+        )
+        self.pods_eviction_requests = Counter(
+            "karpenter_pods_eviction_requests_total",
+            "Eviction API calls, by HTTP status code.",
+            ("code",),
+            registry=r,
+        )
+
+    def _scheduling_and_disruption(self, r: CollectorRegistry) -> None:
+        self.scheduler_scheduling_duration = Histogram(
+            "karpenter_scheduler_scheduling_duration_seconds",
+            "Time one scheduling simulation (Solve) took.",
+            ("controller",),
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.scheduler_unschedulable_pods_count = Gauge(
+            "karpenter_scheduler_unschedulable_pods_count",
+            "Pods the last scheduling simulation could not place.",
+            ("controller",),
+            registry=r,
+        )
+        self.voluntary_disruption_decisions = Counter(
+            "karpenter_voluntary_disruption_decisions_total",
+            "Disruption decisions made, by decision (delete/replace), reason and type.",
+            _DECISION_LABELS,
+            registry=r,
+        )
+        self.voluntary_disruption_decision_evaluation_duration = Histogram(
+            "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+            "Time one disruption method took to evaluate its candidates.",
+            ("reason", "consolidation_type"),
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.voluntary_disruption_eligible_nodes = Gauge(
+            "karpenter_voluntary_disruption_eligible_nodes",
+            "Candidates eligible for each disruption reason.",
+            ("reason",),
+            registry=r,
+        )
+        self.voluntary_disruption_queue_failures = Counter(
+            "karpenter_voluntary_disruption_queue_failures_total",
+            "Disruption commands that failed while being carried out.",
+            _DECISION_LABELS,
+            registry=r,
+        )
+
+    def _nodepools_and_cloud(self, r: CollectorRegistry) -> None:
+        self.nodepools_limit = Gauge(
+            "karpenter_nodepools_limit",
+            "The NodePool's resource limit, by resource type.",
+            ("resource_type", "nodepool"),
+            registry=r,
+        )
+        self.nodepools_usage = Gauge(
+            "karpenter_nodepools_usage",
+            "Resources the NodePool's nodes provide, by resource type.",
+            ("resource_type", "nodepool"),
+            registry=r,
+        )
+        self.nodepools_allowed_disruptions = Gauge(
+            "karpenter_nodepools_allowed_disruptions",
+            "Nodes the NodePool's budgets allow to disrupt now, by reason.",
+            ("nodepool", "reason"),
+            registry=r,
+        )
+        self.cluster_state_node_count = Gauge(
+            "karpenter_cluster_state_node_count",
+            "Nodes in the controller's cluster-state mirror.",
+            registry=r,
+        )
+        self.cluster_state_synced = Gauge(
+            "karpenter_cluster_state_synced",
+            "1 when the cluster-state mirror agrees with the apiserver, else 0.",
+            registry=r,
+        )
+        self.cloudprovider_duration = Histogram(
+            "karpenter_cloudprovider_duration_seconds",
+            "Duration of cloud provider method calls.",
+            _CLOUD_LABELS,
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.cloudprovider_errors = Counter(
+            "karpenter_cloudprovider_errors_total",
+            "Cloud provider method calls that failed, by error type.",
+            (*_CLOUD_LABELS, "error"),
+            registry=r,
+        )
+
+    def _interruption(self, r: CollectorRegistry) -> None:
+        self.interruption_received_messages = Counter(
+            "karpenter_interruption_received_messages_total",
+            "Interruption queue messages received, by parsed kind.",
+            ("message_type",),
+            registry=r,
+        )
+        self.interruption_deleted_messages = Counter(
+            "karpenter_interruption_deleted_messages_total",
+            "Interruption queue messages deleted after handling.",
+            registry=r,
+        )
+        self.interruption_message_queue_duration = Histogram(
+            "karpenter_interruption_message_queue_duration_seconds",
+            "Time from the event's timestamp until the controller handled it.",
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+
+    @property
+    def provisioner_scheduling_duration(self) -> Histogram:
+        """Older upstream name of ``scheduler_scheduling_duration`` (same family)."""
+        return self.scheduler_scheduling_duration
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every family (the /metrics body)."""
+        return generate_latest(self.registry)

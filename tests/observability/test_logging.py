@@ -1,0 +1,114 @@
+"""Logging: our logs and libraries' stdlib logs come out as one format at LOG_LEVEL."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+import structlog
+
+from karpenter.observability.logging import configure_logging, get_logger
+
+
+@pytest.fixture
+def out() -> Iterator[io.StringIO]:
+    """A stream to log into; logging's process-wide setup is restored afterwards."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    yield io.StringIO()
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    structlog.reset_defaults()
+
+
+def _lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_json_lines_use_upstream_keys(out: io.StringIO) -> None:
+    """A JSON line has upper-case level, ISO UTC time, logger name, message and bound context."""
+    configure_logging("info", True, stream=out)
+    get_logger("controller.provisioner").bind(nodepool="default").info("found provisionable pods")
+    [line] = _lines(out)
+    assert line["level"] == "INFO"
+    assert line["logger"] == "controller.provisioner"
+    assert line["message"] == "found provisionable pods"
+    assert line["nodepool"] == "default"
+    assert datetime.fromisoformat(line["time"].replace("Z", "+00:00")).utcoffset() is not None
+
+
+def test_stdlib_library_logs_are_routed(out: io.StringIO) -> None:
+    """A library's stdlib warning is rendered as the same JSON, with %-args formatted."""
+    configure_logging("info", True, stream=out)
+    logging.getLogger("kubernetes_asyncio.watch").warning("watch %s expired", "pods")
+    [line] = _lines(out)
+    assert (line["level"], line["logger"]) == ("WARNING", "kubernetes_asyncio.watch")
+    assert line["message"] == "watch pods expired"
+
+
+@pytest.mark.parametrize(
+    ("level", "expected"),
+    [
+        pytest.param("debug", ["DEBUG", "INFO", "ERROR"], id="debug"),
+        pytest.param("info", ["INFO", "ERROR"], id="info"),
+        pytest.param("", ["INFO", "ERROR"], id="empty-is-info"),
+        pytest.param("error", ["ERROR"], id="error"),
+    ],
+)
+def test_level_filters(out: io.StringIO, level: str, expected: list[str]) -> None:
+    """Lines below LOG_LEVEL are dropped, for structlog and stdlib loggers alike."""
+    configure_logging(level, True, stream=out)
+    log = get_logger("t")
+    log.debug("d")
+    log.info("i")
+    logging.getLogger("lib").error("e")
+    assert [line["level"] for line in _lines(out)] == expected
+
+
+def test_invalid_level_names_the_variable(out: io.StringIO) -> None:
+    """An unknown level fails with LOG_LEVEL in the message."""
+    with pytest.raises(ValueError, match="LOG_LEVEL"):
+        configure_logging("trace", True, stream=out)
+
+
+def test_exceptions_are_rendered(out: io.StringIO) -> None:
+    """log.exception puts the traceback on the JSON line."""
+    configure_logging("info", True, stream=out)
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        get_logger("t").exception("launch failed")
+    [line] = _lines(out)
+    assert line["level"] == "ERROR"
+    assert "RuntimeError: boom" in line["exception"]
+
+
+def test_console_output_is_human(out: io.StringIO) -> None:
+    """Without JSON the line is console text naming the event, logger and context."""
+    configure_logging("info", False, stream=out)
+    get_logger("controller.disruption").info("disrupting node", node="ip-10-0-0-1")
+    text = out.getvalue()
+    assert "disrupting node" in text
+    assert "controller.disruption" in text
+    assert "node=ip-10-0-0-1" in text
+    assert not text.lstrip().startswith("{")
+
+
+def test_reconfiguring_does_not_duplicate(out: io.StringIO) -> None:
+    """Calling configure_logging twice still writes each line once."""
+    configure_logging("info", True, stream=out)
+    configure_logging("info", True, stream=out)
+    get_logger("t").info("once")
+    assert len(_lines(out)) == 1
+
+
+def test_capture_logs_sees_events() -> None:
+    """structlog.testing.capture_logs captures get_logger's events for assertions."""
+    with structlog.testing.capture_logs() as logs:
+        get_logger("t").info("hello", key=1)
+    assert logs == [{"event": "hello", "key": 1, "log_level": "info"}]
