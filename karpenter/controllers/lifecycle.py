@@ -42,6 +42,7 @@ from karpenter.core.provisioning.existing import is_ephemeral
 from karpenter.core.scheduling.taints import Taint
 from karpenter.kube import codec, errors, events
 from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Obj
+from karpenter.observability.metrics import Metrics
 from karpenter.state.cluster import ClusterState
 
 LAUNCH_TIMEOUT_S = 300.0
@@ -59,6 +60,7 @@ class Lifecycle:
         cloud: CloudProvider,
         recorder: events.EventRecorder,
         clock: Clock,
+        metrics: Metrics,
         *,
         launch_timeout_s: float = LAUNCH_TIMEOUT_S,
         registration_timeout_s: float = REGISTRATION_TIMEOUT_S,
@@ -69,6 +71,7 @@ class Lifecycle:
         self.cloud = cloud
         self.recorder = recorder
         self.clock = clock
+        self.metrics = metrics
         self.launch_timeout_s = launch_timeout_s
         self.registration_timeout_s = registration_timeout_s
         self.concurrency = concurrency
@@ -165,6 +168,7 @@ class Lifecycle:
             allocatable=codec.resource_list(launched.allocatable),
         )
         codec.set_condition(conds, "Launched", "True", "Launched", "", now)
+        self.metrics.nodeclaims_launched.labels(nodepool=claim.nodepool).inc()
         log.info("launched", provider_id=launched.provider_id)
         return launched
 
@@ -212,6 +216,9 @@ class Lifecycle:
         self.state.nodes.upsert(patched)
         status["nodeName"] = codec.name(node)
         codec.set_condition(conds, "Registered", "True", "Registered", "", now)
+        self.metrics.nodeclaims_registered.labels(nodepool=claim.nodepool).inc()
+        zone = (codec.meta(patched).get("labels") or {}).get(lbl.ZONE, "")
+        self.metrics.nodes_created.labels(nodepool=claim.nodepool, zone=zone).inc()
         log.info("registered", node=codec.name(node))
         return None
 
@@ -271,6 +278,7 @@ class Lifecycle:
                 NODES, codec.name(node), {"metadata": {"labels": {lbl.INITIALIZED: "true"}}}
             )
             self.state.nodes.upsert(patched)
+            self.metrics.nodeclaims_initialized.labels(nodepool=claim.nodepool).inc()
         codec.set_condition(conds, "Initialized", "True", "Initialized", "", now)
         return None
 
@@ -304,6 +312,14 @@ class Lifecycle:
 
     async def _delete(self, raw: Obj, reason: str, log: Any) -> None:
         log.info("deleting nodeclaim", reason=reason)
+        labels = codec.meta(raw).get("labels") or {}
+        self.metrics.nodeclaims_disrupted.labels(
+            reason=reason,
+            nodepool=labels.get(lbl.NODEPOOL, ""),
+            capacity_type=labels.get(lbl.CAPACITY_TYPE, ""),
+            consolidation_policy="",
+            termination_mode="graceful",
+        ).inc()
         try:
             await self.kube.delete(NODECLAIMS, codec.name(raw))
         except errors.NotFound:

@@ -33,6 +33,7 @@ from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.provisioning.scheduler import solve
 from karpenter.kube import codec, errors, events
 from karpenter.kube.client import NODECLAIMS, KubeClient, Obj
+from karpenter.observability.metrics import Metrics
 from karpenter.state.cluster import ClusterState, is_provisionable
 
 RESYNC_S = 10.0
@@ -60,6 +61,7 @@ class Provisioner:
         recorder: events.EventRecorder,
         clock: Clock,
         options: Options,
+        metrics: Metrics,
         *,
         batch_idle_s: float,
         batch_max_s: float,
@@ -70,6 +72,7 @@ class Provisioner:
         self.recorder = recorder
         self.clock = clock
         self.options = options
+        self.metrics = metrics
         self.batcher: Batcher[str] = Batcher(clock, batch_idle_s, batch_max_s)
         self.passes: list[PassReport] = []
         self.created_at: dict[str, float] = {}
@@ -131,7 +134,14 @@ class Provisioner:
             report = PassReport(0, (), {})
             self.passes.append(report)
             return report
+        started = self.clock.now()
         results: Results = await anyio.to_thread.run_sync(solve, cluster, pending, self.options)
+        self.metrics.scheduler_scheduling_duration.labels(controller="provisioner").observe(
+            self.clock.now() - started
+        )
+        self.metrics.scheduler_unschedulable_pods_count.labels(controller="provisioner").set(
+            len(results.unschedulable)
+        )
         created = await self._create_all(results, {p.name: p for p in pools})
         await self._report_unschedulable(results)
         report = PassReport(len(pending), tuple(created), dict(results.unschedulable))
@@ -170,6 +180,11 @@ class Provisioner:
         self.state.nodeclaims.upsert(obj)
         name = codec.name(obj)
         self.created_at[name] = self.clock.now()
+        self.metrics.nodeclaims_created.labels(
+            reason="provisioned",
+            nodepool=pool.name,
+            min_values_relaxed=str(claim.min_values_relaxed).lower(),
+        ).inc()
         self._log.info(
             "created nodeclaim",
             nodeclaim=name,

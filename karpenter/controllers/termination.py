@@ -19,6 +19,7 @@ from karpenter.cloud.provider import CloudProvider, NodeClaimNotFoundError
 from karpenter.core.model import labels as lbl
 from karpenter.kube import codec, errors
 from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Obj
+from karpenter.observability.metrics import Metrics
 from karpenter.state.cluster import ClusterState
 
 INSTANCE_POLL_S = 1.0
@@ -33,6 +34,7 @@ class Termination:
         state: ClusterState,
         cloud: CloudProvider,
         clock: Clock,
+        metrics: Metrics,
         *,
         concurrency: int = 100,
     ) -> None:
@@ -40,6 +42,7 @@ class Termination:
         self.state = state
         self.cloud = cloud
         self.clock = clock
+        self.metrics = metrics
         self.concurrency = concurrency
         self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodeclaim.termination")
         self.terminated: list[str] = []
@@ -96,5 +99,11 @@ class Termination:
         except errors.NotFound:
             return None
         self.terminated.append(name)
+        labels = codec.meta(raw).get("labels") or {}
+        self.metrics.nodeclaims_terminated.labels(
+            nodepool=labels.get(lbl.NODEPOOL, ""),
+            capacity_type=labels.get(lbl.CAPACITY_TYPE, ""),
+            zone=labels.get(lbl.ZONE, ""),
+        ).inc()
         log.info("terminated")
         return None
