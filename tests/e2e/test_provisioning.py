@@ -1,0 +1,112 @@
+"""The controller on a real control plane: pending pods become NodeClaims, Nodes, bound pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from karpenter.core.model import labels as lbl
+from karpenter.kube import client as kc
+from karpenter.kube import codec, errors
+from tests.e2e import harness
+from tests.e2e.conftest import ControlPlane
+
+pytestmark = pytest.mark.e2e
+
+
+def _ready(claim: dict[str, Any]) -> bool:
+    return all(
+        codec.condition_true(claim, c) for c in ("Launched", "Registered", "Initialized", "Ready")
+    )
+
+
+@pytest.mark.asyncio
+async def test_pending_pods_get_nodes_and_are_bound(control_plane: ControlPlane) -> None:
+    """Unschedulable pods → NodeClaims → Nodes → the kube-scheduler binds every pod."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        for i in range(6):
+            await kube.create(kc.PODS, harness.pod(f"web-{i}", pool), ns)
+
+        async def all_bound() -> bool:
+            pods, _ = await kube.list(kc.PODS, ns)
+            return len(pods) == 6 and all(p["spec"].get("nodeName") for p in pods)
+
+        await harness.eventually(all_bound, "the scheduler to bind all six pods")
+
+        claims = await harness.claims_of(kube, pool)
+        assert 1 <= len(claims) <= 3
+        pool_obj = await kube.get(kc.NODEPOOLS, pool)
+        for claim in claims:
+            meta = claim["metadata"]
+            assert meta["name"].startswith(f"{pool}-")
+            assert meta["ownerReferences"][0]["uid"] == pool_obj["metadata"]["uid"]
+            assert meta["labels"][lbl.NODEPOOL] == pool
+            assert lbl.NODEPOOL_HASH in meta["annotations"]
+            assert lbl.FINALIZER_TERMINATION in meta["finalizers"]
+            assert _ready(claim), claim["status"]
+            node = await kube.get(kc.NODES, claim["status"]["nodeName"])
+            labels = node["metadata"]["labels"]
+            assert labels[lbl.REGISTERED] == "true"
+            assert labels[lbl.INITIALIZED] == "true"
+            assert labels[lbl.NODEPOOL] == pool
+            assert node["spec"]["providerID"] == claim["status"]["providerID"]
+            taints = {t["key"] for t in node["spec"].get("taints", [])}
+            assert lbl.TAINT_UNREGISTERED not in taints
+            assert harness.POOL_KEY in taints
+        assert op.provisioner.passes
+
+        nodes = [c["status"]["nodeName"] for c in claims]
+        await harness.cleanup(kube, pool, ns)
+        for name in nodes:
+            with pytest.raises(errors.NotFound):
+                await kube.get(kc.NODES, name)
+
+
+@pytest.mark.asyncio
+async def test_unservable_pod_gets_an_event_and_no_nodeclaim(control_plane: ControlPlane) -> None:
+    """A pod no NodePool can serve gets a FailedScheduling Event from karpenter, no NodeClaim."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        body = harness.pod("lonely", pool, selector={"e2e.karpenter.test/nowhere": "true"})
+        await kube.create(kc.PODS, body, ns)
+
+        async def event() -> list[dict[str, Any]]:
+            items, _ = await kube.list(kc.EVENTS, ns)
+            return [
+                e
+                for e in items
+                if e["involvedObject"]["name"] == "lonely"
+                and e["reason"] == "FailedScheduling"
+                and e.get("source", {}).get("component") == "karpenter"
+            ]
+
+        found = await harness.eventually(event, "karpenter's FailedScheduling event")
+        assert found[0]["type"] == "Warning"
+        assert "Failed to schedule pod" in found[0]["message"]
+        assert await harness.claims_of(kube, pool) == []
+        assert all(not p.created for p in op.provisioner.passes)
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_invalid_nodepool_is_rejected(control_plane: ControlPlane) -> None:
+    """The apiserver refuses a NodePool with a restricted requirement key."""
+    async with kc.connect(control_plane.kubeconfig) as kube:
+        bad = harness.nodepool(
+            harness.unique("bad"),
+            [{"key": "karpenter.sh/custom", "operator": "In", "values": ["x"]}],
+        )
+        with pytest.raises(errors.Invalid):
+            await kube.create(kc.NODEPOOLS, bad)
