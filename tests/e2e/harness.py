@@ -28,9 +28,7 @@ WAIT_S = 60.0
 POOL_KEY = "e2e.karpenter.test/pool"
 
 
-async def eventually(
-    probe: Callable[[], Awaitable[Any]], what: str, wait_s: float = WAIT_S
-) -> Any:
+async def eventually(probe: Callable[[], Awaitable[Any]], what: str, wait_s: float = WAIT_S) -> Any:
     """Poll ``probe`` until it returns something truthy."""
     deadline = time.monotonic() + wait_s
     while True:
