@@ -76,6 +76,8 @@ class Provisioner:
         self.batcher: Batcher[str] = Batcher(clock, batch_idle_s, batch_max_s)
         self.passes: list[PassReport] = []
         self.created_at: dict[str, float] = {}
+        # pod key → when the NodeClaim meant for it was created (latency measurements)
+        self.placed_at: dict[str, float] = {}
         self._log = structlog.get_logger().bind(controller="provisioner")
         state.subscribe(self._on_change)
 
@@ -192,6 +194,8 @@ class Provisioner:
             pods=len(claim.pods),
             instance_types=len(claim.instance_types),
         )
+        for pod in claim.pods:
+            self.placed_at[pod.key] = self.created_at[name]
         for pod in claim.pods:
             await self.recorder.publish(
                 codec.pod_reference(pod),
