@@ -48,6 +48,11 @@ from karpenter.state.cluster import ClusterState
 LAUNCH_TIMEOUT_S = 300.0
 REGISTRATION_TIMEOUT_S = 900.0
 _MAX_MESSAGE = 300
+_CONFLICT_RETRY_S = 0.1
+
+
+def _true(conds: list[Obj], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conds)
 
 
 class Lifecycle:
@@ -114,12 +119,18 @@ class Lifecycle:
             launched = await self._launch(raw, claim, conds, status, log)
             if launched is None:
                 return await self._launch_failed(raw, conds, status)
-            claim = launched
-        requeue = await self._register(raw, claim, conds, status, log)
-        if requeue is None and codec.condition_true(
-            {"status": {"conditions": conds}}, "Registered"
-        ):
-            requeue = await self._initialize(raw, claim, conds, status)
+            # Persist the launch before anything else can fail: a reconcile that failed later
+            # (say, a Conflict patching the Node) must not call create a second time.
+            self._set_ready(conds)
+            await self._write_status(raw, conds, status)
+            claim, raw = launched, self.state.nodeclaims.raw(name) or raw
+            conds, status = codec.conditions(raw), {}
+        try:
+            requeue = await self._register(raw, claim, conds, status, log)
+            if requeue is None and _true(conds, "Registered"):
+                requeue = await self._initialize(raw, claim, conds, status)
+        except errors.Conflict:
+            requeue = _CONFLICT_RETRY_S  # the Node changed under us; status so far still goes out
         self._set_ready(conds)
         await self._write_status(raw, conds, status)
         return requeue
@@ -208,7 +219,7 @@ class Lifecycle:
             )
             return await self._registration_deadline(raw, conds, log)
         node = nodes[0]
-        if codec.condition_true({"status": {"conditions": conds}}, "Registered") and (
+        if _true(conds, "Registered") and (
             (node.get("metadata", {}).get("labels") or {}).get(lbl.REGISTERED) == "true"
         ):
             return None

@@ -109,7 +109,7 @@ def nodepool(name: str, requirements: list[dict[str, Any]] | None = None) -> dic
 def pod(
     name: str, pool: str, cpu: str = "500m", selector: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """A pod that tolerates ``pool``'s taint."""
+    """A pod that tolerates ``pool``'s taint and selects its nodes."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -119,7 +119,8 @@ def pod(
                 {"name": "app", "image": "pause", "resources": {"requests": {"cpu": cpu}}}
             ],
             "tolerations": [{"key": POOL_KEY, "operator": "Equal", "value": pool}],
-            "nodeSelector": dict(selector or {}),
+            # both ways isolated: only this pool's nodes, and only this test's pods on them
+            "nodeSelector": {POOL_KEY: pool, **(selector or {})},
             "terminationGracePeriodSeconds": 0,
         },
     }

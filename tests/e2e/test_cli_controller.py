@@ -84,6 +84,7 @@ async def test_sandbox_serves_pods_and_tears_down(tmp_path: Path) -> None:
         async with kc.connect(kubeconfig) as kube:
             assert (await kube.get(kc.NODEPOOLS, "default"))["metadata"]["name"] == "default"
             body = harness.pod("hello", "default")
+            body["spec"]["nodeSelector"] = {}  # any node of the sandbox's NodePool will do
             await kube.create(kc.PODS, body, "default")
 
             async def bound() -> bool:
