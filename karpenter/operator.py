@@ -60,6 +60,7 @@ class Operator:
         serve: bool = True,
     ) -> None:
         self.settings = settings
+        self.cloud = cloud
         self.metrics = metrics
         self.services = tuple(services)
         self.serve = serve

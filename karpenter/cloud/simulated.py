@@ -84,11 +84,15 @@ class SimulatedCloud:
         clock: Clock,
         *,
         boot_delay_s: float = 0.0,
+        advertise_unavailable: bool = True,
     ) -> None:
         self.kube = kube
         self.catalog = tuple(catalog)
         self.clock = clock
         self.boot_delay_s = boot_delay_s
+        # False models a cloud whose price list does not know about the shortage yet: the
+        # solver picks the offering and only the launch fails.
+        self.advertise_unavailable = advertise_unavailable
         self.instances: dict[str, Instance] = {}
         self.unavailable: set[OfferingRef] = set()
         self.create_calls = 0
@@ -120,7 +124,7 @@ class SimulatedCloud:
 
     async def instance_types(self, nodepool: NodePool) -> tuple[InstanceType, ...]:
         """Every type of the catalog, with offerings marked unavailable switched off."""
-        if not self.unavailable:
+        if not self.unavailable or not self.advertise_unavailable:
             return self.catalog
         return tuple(self._with_availability(it) for it in self.catalog)
 

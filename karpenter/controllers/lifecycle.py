@@ -149,6 +149,8 @@ class Lifecycle:
         try:
             launched = await self.cloud.create(claim)
         except InsufficientCapacityError as err:
+            for ref in err.offerings:
+                self.state.unavailable.mark(ref.instance_type, ref.zone, ref.capacity_type, now)
             await self._event(raw, events.WARNING, "InsufficientCapacityError", str(err))
             await self._delete(raw, "insufficient_capacity", log)
             return None

@@ -126,7 +126,8 @@ class Provisioner:
         types: dict[str, tuple[InstanceType, ...]] = {}
         for pool in pools:
             try:
-                types[pool.name] = await self.cloud.instance_types(pool)
+                offered = await self.cloud.instance_types(pool)
+                types[pool.name] = self.state.unavailable.apply(offered, self.clock.now())
             except CloudProviderError as err:
                 self._log.warning("no instance types", nodepool=pool.name, error=str(err))
         # Snapshot and pending pods in one synchronous step: no event can slip in between.

@@ -21,6 +21,7 @@ from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import Node, NodeClaim
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.model.pod import Pod
+from karpenter.state.unavailable import UnavailableOfferings
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -154,6 +155,7 @@ class ClusterState:
         self.daemonsets: KindStore[DaemonSet] = KindStore(
             "DaemonSet", decode.daemonset, self._notify
         )
+        self.unavailable = UnavailableOfferings()
 
     def subscribe(self, listener: Listener) -> None:
         """Call ``listener(kind, key, raw_or_None)`` after every change."""

@@ -81,15 +81,25 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def nodepool(name: str, requirements: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A NodePool whose nodes carry a taint only this test's pods tolerate."""
-    return {
+def nodepool(
+    name: str,
+    requirements: list[dict[str, Any]] | None = None,
+    *,
+    group: str = "",
+    weight: int | None = None,
+) -> dict[str, Any]:
+    """A NodePool whose nodes carry a taint only this test's pods tolerate.
+
+    Pools sharing a ``group`` share label and taint, so one set of pods can use all of them.
+    """
+    group = group or name
+    body: dict[str, Any] = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
         "metadata": {"name": name},
         "spec": {
             "template": {
-                "metadata": {"labels": {POOL_KEY: name}},
+                "metadata": {"labels": {POOL_KEY: group}},
                 "spec": {
                     "nodeClassRef": {
                         "group": "karpenter.test",
@@ -97,13 +107,16 @@ def nodepool(name: str, requirements: list[dict[str, Any]] | None = None) -> dic
                         "name": "x",
                     },
                     "requirements": requirements or [],
-                    "taints": [{"key": POOL_KEY, "value": name, "effect": "NoSchedule"}],
+                    "taints": [{"key": POOL_KEY, "value": group, "effect": "NoSchedule"}],
                     "expireAfter": "Never",
                 },
             },
             "disruption": {"consolidateAfter": "Never"},
         },
     }
+    if weight is not None:
+        body["spec"]["weight"] = weight
+    return body
 
 
 def pod(

@@ -6,6 +6,9 @@ from typing import Any
 
 import pytest
 
+from karpenter.aio.clock import RealClock
+from karpenter.cloud.provider import OfferingRef
+from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.model import labels as lbl
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
@@ -110,3 +113,60 @@ async def test_invalid_nodepool_is_rejected(control_plane: ControlPlane) -> None
         )
         with pytest.raises(errors.Invalid):
             await kube.create(kc.NODEPOOLS, bad)
+
+
+@pytest.mark.asyncio
+async def test_insufficient_capacity_deletes_the_claim_and_falls_back(
+    control_plane: ControlPlane,
+) -> None:
+    """A launch refused for capacity: Event, claim deleted, offerings remembered; the next pass
+    uses the other NodePool and the pods are bound."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        cloud = op.cloud
+        assert isinstance(cloud, SimulatedCloud)
+        cloud.advertise_unavailable = False  # the solver learns about it only from the launch
+        cloud.mark_unavailable(
+            OfferingRef(it.name, o.zone, o.capacity_type)
+            for it in cloud.catalog
+            for o in it.offerings
+            if o.zone == "test-zone-1"
+        )
+        group = harness.unique("ice")
+        zone1, zone2 = f"{group}-z1", f"{group}-z2"
+        zone = "topology.kubernetes.io/zone"
+        await kube.create(
+            kc.NODEPOOLS,
+            harness.nodepool(
+                zone1,
+                [{"key": zone, "operator": "In", "values": ["test-zone-1"]}],
+                group=group,
+                weight=100,
+            ),
+        )
+        await kube.create(
+            kc.NODEPOOLS,
+            harness.nodepool(
+                zone2, [{"key": zone, "operator": "In", "values": ["test-zone-2"]}], group=group
+            ),
+        )
+        ns = await harness.namespace(kube)
+        for i in range(2):
+            await kube.create(kc.PODS, harness.pod(f"p-{i}", group), ns)
+
+        async def bound() -> bool:
+            pods, _ = await kube.list(kc.PODS, ns)
+            return len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods)
+
+        await harness.eventually(bound, "pods bound after the capacity error")
+        assert await harness.claims_of(kube, zone1) == []
+        assert len(await harness.claims_of(kube, zone2)) == 1
+        remembered = op.state.unavailable.active(RealClock().now())
+        assert ("fake-it-0", "test-zone-1", "spot") in remembered
+        events, _ = await kube.list(kc.EVENTS, "default")
+        ice = [e for e in events if e["reason"] == "InsufficientCapacityError"]
+        assert any(e["involvedObject"]["name"].startswith(f"{zone1}-") for e in ice)
+        await harness.cleanup(kube, zone2, ns)
+        await kube.delete(kc.NODEPOOLS, zone1)
