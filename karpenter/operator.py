@@ -21,6 +21,7 @@ import anyio
 import anyio.abc
 
 from karpenter.aio.clock import Clock
+from karpenter.cloud.metered import MeteredCloud
 from karpenter.cloud.provider import CloudProvider
 from karpenter.controllers.lifecycle import Lifecycle
 from karpenter.controllers.provisioner import Provisioner
@@ -76,12 +77,20 @@ class Operator:
                 (kc.PODS, self.state.pods),
             )
         ]
-        self.termination = Termination(kube, self.state, cloud, clock, metrics)
-        self.lifecycle = Lifecycle(kube, self.state, cloud, self.recorder, clock, metrics)
+
+        def metered(controller: str) -> MeteredCloud:
+            return MeteredCloud(cloud, metrics, controller)
+
+        self.termination = Termination(
+            kube, self.state, metered("nodeclaim.termination"), clock, metrics
+        )
+        self.lifecycle = Lifecycle(
+            kube, self.state, metered("nodeclaim.lifecycle"), self.recorder, clock, metrics
+        )
         self.provisioner = Provisioner(
             kube,
             self.state,
-            cloud,
+            metered("provisioner"),
             self.recorder,
             clock,
             settings.core_options(),

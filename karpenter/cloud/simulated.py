@@ -116,6 +116,43 @@ class SimulatedCloud:
             finally:
                 self._tg = None
 
+    async def _adopt(self) -> None:
+        try:
+            nodes, _ = await self.kube.list(NODES)
+        except (errors.ApiError, OSError) as err:
+            self._log.warning("cannot adopt existing instances", error=str(err))
+            return
+        by_name = {it.name: it for it in self.catalog}
+        for node in nodes:
+            provider_id = str((node.get("spec") or {}).get("providerID") or "")
+            labels = dict(codec.meta(node).get("labels") or {})
+            it = by_name.get(labels.get(lbl.INSTANCE_TYPE, ""))
+            if not provider_id.startswith(PROVIDER_PREFIX) or it is None:
+                continue
+            offer = next(
+                (
+                    o
+                    for o in it.offerings
+                    if o.zone == labels.get(lbl.ZONE)
+                    and o.capacity_type == labels.get(lbl.CAPACITY_TYPE)
+                ),
+                it.offerings[0],
+            )
+            name = provider_id.removeprefix(PROVIDER_PREFIX)
+            claim = NodeClaim(
+                name,
+                labels.get(lbl.NODEPOOL, ""),
+                labels,
+                provider_id=provider_id,
+                image_id=IMAGE_ID,
+                capacity=dict(it.capacity),
+                allocatable=it.allocatable,
+                launched=True,
+            )
+            self.instances[name] = Instance(name, provider_id, it, offer, labels, claim)
+        if self.instances:
+            self._log.info("adopted instances", count=len(self.instances))
+
     def mark_unavailable(self, refs: Iterable[OfferingRef]) -> None:
         """Make offerings fail with insufficient capacity (tests, chaos experiments)."""
         self.unavailable.update(refs)

@@ -210,6 +210,11 @@ class Lifecycle:
         if len(nodes) > 1:
             codec.set_condition(conds, "Registered", "False", "MultipleNodesFound", "", now)
             return None
+        if not nodes and _true(conds, "Registered"):
+            # The Node was deleted out from under a registered claim (upstream's Node finalizer
+            # would delete the claim): let the claim go, so its instance is terminated too.
+            await self._delete(raw, "", log)
+            return None
         if not nodes:
             codec.set_condition(
                 conds,
@@ -324,8 +329,16 @@ class Lifecycle:
         self.state.nodeclaims.upsert(obj)
 
     async def _delete(self, raw: Obj, reason: str, log: Any) -> None:
-        log.info("deleting nodeclaim", reason=reason)
+        log.info("deleting nodeclaim", reason=reason or "node_deleted")
         labels = codec.meta(raw).get("labels") or {}
+        if reason:
+            self._disrupted(labels, reason)
+        try:
+            await self.kube.delete(NODECLAIMS, codec.name(raw))
+        except errors.NotFound:
+            pass
+
+    def _disrupted(self, labels: Mapping[str, str], reason: str) -> None:
         self.metrics.nodeclaims_disrupted.labels(
             reason=reason,
             nodepool=labels.get(lbl.NODEPOOL, ""),
@@ -333,10 +346,6 @@ class Lifecycle:
             consolidation_policy="",
             termination_mode="graceful",
         ).inc()
-        try:
-            await self.kube.delete(NODECLAIMS, codec.name(raw))
-        except errors.NotFound:
-            pass
 
     async def _event(self, raw: Obj, kind: str, reason: str, message: str) -> None:
         await self.recorder.publish(codec.object_reference(raw), kind, reason, message)

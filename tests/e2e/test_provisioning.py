@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import pytest
 
 from karpenter.aio.clock import RealClock
@@ -12,6 +13,7 @@ from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.model import labels as lbl
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
+from karpenter.operator import Operator
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 
@@ -64,12 +66,55 @@ async def test_pending_pods_get_nodes_and_are_bound(control_plane: ControlPlane)
             assert lbl.TAINT_UNREGISTERED not in taints
             assert harness.POOL_KEY in taints
         assert op.provisioner.passes
+        await _assert_observable(op, pool)
 
         nodes = [c["status"]["nodeName"] for c in claims]
         await harness.cleanup(kube, pool, ns)
         for name in nodes:
             with pytest.raises(errors.NotFound):
                 await kube.get(kc.NODES, name)
+
+
+async def _assert_observable(op: Operator, pool: str) -> None:
+    assert op.ports is not None
+    metrics_port, health_port = op.ports
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{metrics_port}/metrics") as resp:
+            text = await resp.text()
+        async with http.get(f"http://127.0.0.1:{health_port}/readyz") as ready:
+            assert ready.status == 200
+    created = f'karpenter_nodeclaims_created_total{{min_values_relaxed="false",nodepool="{pool}"'
+    assert created in text.replace('reason="provisioned",', "")
+    assert f'karpenter_nodes_created_total{{nodepool="{pool}"' in text
+    assert 'karpenter_cloudprovider_duration_seconds_count{controller="nodeclaim.lifecycle"' in text
+
+
+@pytest.mark.asyncio
+async def test_deleting_a_node_deletes_its_nodeclaim(control_plane: ControlPlane) -> None:
+    """A Node deleted out from under a registered NodeClaim takes the claim (and instance) away,
+    and the displaced pod gets a new node."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        await kube.create(kc.PODS, harness.pod("solo", pool), ns)
+
+        async def ready_claim() -> list[dict[str, Any]]:
+            return [c for c in await harness.claims_of(kube, pool) if _ready(c)]
+
+        first = (await harness.eventually(ready_claim, "a ready NodeClaim"))[0]
+        await kube.delete(kc.NODES, first["status"]["nodeName"])
+
+        async def replaced() -> bool:
+            names = [c["metadata"]["name"] for c in await ready_claim()]
+            return bool(names) and first["metadata"]["name"] not in names
+
+        await harness.eventually(replaced, "the claim to be deleted and a new one made ready")
+        assert first["metadata"]["name"] in op.termination.terminated
+        await harness.cleanup(kube, pool, ns)
 
 
 @pytest.mark.asyncio
