@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anyio
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -25,6 +26,7 @@ from karpenter.kube import errors
 
 Obj = dict[str, Any]
 
+_TLS_CLOSE_PAUSE_S = 0.25
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -260,6 +262,12 @@ async def load_configuration(kubeconfig: Path | str | None) -> k8s.Configuration
 async def connect(kubeconfig: Path | str | None) -> AsyncIterator[KubeClient]:
     """A KubeClient with its own connection pool, closed on exit."""
     cfg = await load_configuration(kubeconfig)
-    async with k8s.ApiClient(configuration=cfg) as api:
-        api.user_agent = "karpenter-py/0.1.0"
-        yield KubeClient(api)
+    try:
+        async with k8s.ApiClient(configuration=cfg) as api:
+            api.user_agent = "karpenter-py/0.1.0"
+            yield KubeClient(api)
+    finally:
+        # TLS transports finish closing a moment after the session does (aiohttp's documented
+        # graceful-shutdown pause); without it a closing event loop reports them unclosed.
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(_TLS_CLOSE_PAUSE_S)
