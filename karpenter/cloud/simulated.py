@@ -96,6 +96,7 @@ class SimulatedCloud:
         self.instances: dict[str, Instance] = {}
         self.unavailable: set[OfferingRef] = set()
         self.create_calls = 0
+        self._create_errors: list[Exception] = []
         self._tg: anyio.abc.TaskGroup | None = None
         self._log = structlog.get_logger().bind(cloud="simulated")
 
@@ -153,6 +154,15 @@ class SimulatedCloud:
         if self.instances:
             self._log.info("adopted instances", count=len(self.instances))
 
+    def inject_create_errors(self, *errs: Exception) -> None:
+        """The next ``len(errs)`` launches fail with these errors, in order (one-shot each)."""
+        self._create_errors.extend(errs)
+
+    def reset(self) -> None:
+        """Forget injected errors and unavailable offerings (instances are kept)."""
+        self._create_errors.clear()
+        self.unavailable.clear()
+
     def mark_unavailable(self, refs: Iterable[OfferingRef]) -> None:
         """Make offerings fail with insufficient capacity (tests, chaos experiments)."""
         self.unavailable.update(refs)
@@ -177,6 +187,8 @@ class SimulatedCloud:
     async def create(self, claim: NodeClaim) -> NodeClaim:
         """Launch the cheapest offering the claim allows; the Node follows after the delay."""
         self.create_calls += 1
+        if self._create_errors:
+            raise self._create_errors.pop(0)
         existing = self.instances.get(claim.name)
         if existing is not None:  # a retried launch of the same claim is idempotent
             return existing.claim
