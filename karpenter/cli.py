@@ -3,6 +3,9 @@
 ``karpenter simulate`` runs the decision core offline (see ``docs/simulate.md`` and the contract
 in the shared spec). Exit status 0 when the simulation ran, 2 for bad input with one line on
 stderr naming the document and field at fault; never a traceback for bad input.
+``karpenter run`` runs the controller (``operator.Operator``) against a cluster, and
+``karpenter sandbox`` starts a local control plane and runs the controller on it with the
+simulated cloud (see ``launch``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
+from karpenter import launch
 from karpenter import settings as settings_mod
 from karpenter.simulate import loader, output, runner
 
@@ -39,7 +43,23 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--disruption", action="store_true", help="disruption mode")
     sim.add_argument("--output", choices=("json", "table"), default=None)
     sim.add_argument("--now", type=_parse_now, default=None, help="RFC3339 clock for decisions")
+    run = sub.add_parser("run", help="run the controller against a cluster")
+    run.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, else in-cluster")
+    _cloud_flags(run)
+    box = sub.add_parser("sandbox", help="local control plane + controller + simulated cloud")
+    box.add_argument("--kubeconfig", default="sandbox.kubeconfig", help="where to write it")
+    box.add_argument("--no-nodepool", action="store_true", help="do not apply NodePool default")
+    _cloud_flags(box)
     return parser
+
+
+def _cloud_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--catalog", default="fake:20", help="fake:N, or a YAML file of InstanceType documents"
+    )
+    parser.add_argument(
+        "--boot-delay", type=float, default=1.0, help="seconds from launch until the Node appears"
+    )
 
 
 def _fail(message: str) -> int:
@@ -81,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "simulate":
             return simulate(args)
+        if args.command in ("run", "sandbox"):
+            return launch.main(args)
     except BrokenPipeError:
         # The reader went away (``| head``); nothing left to say, and no traceback.
         sys.stderr.close()

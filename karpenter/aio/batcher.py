@@ -1,0 +1,60 @@
+"""The batcher: gather triggers into one window so one solve sees many pods at once.
+
+A window opens at the first trigger and closes when ``idle`` seconds pass without a new
+trigger or ``max`` seconds after it opened, whichever comes first (upstream's
+BATCH_IDLE_DURATION 1 s / BATCH_MAX_DURATION 10 s). Triggers are deduplicated by key. A new
+trigger can only push the idle deadline later, never earlier, so the waiter simply sleeps to
+the current deadline and re-reads it; no wake-up race is possible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+import anyio
+
+from karpenter.aio.clock import Clock
+
+K = TypeVar("K", bound=Hashable)
+
+
+class Batcher(Generic[K]):
+    """Collects keys; ``wait`` returns one window's worth."""
+
+    def __init__(self, clock: Clock, idle_s: float, max_s: float) -> None:
+        self.clock = clock
+        self.idle_s = idle_s
+        self.max_s = max_s
+        self._keys: set[K] = set()
+        self._last = 0.0
+        self._armed = anyio.Event()
+
+    def trigger(self, key: K) -> None:
+        """Add ``key`` to the open window (opening one if none is)."""
+        if key in self._keys:
+            # a repeated trigger (a resync of the same pod) is not new work: it must not keep
+            # an otherwise idle window open
+            return
+        self._keys.add(key)
+        self._last = self.clock.now()
+        self._armed.set()
+
+    @property
+    def pending(self) -> int:
+        """Keys in the open window."""
+        return len(self._keys)
+
+    async def wait(self) -> set[K]:
+        """Block until a window has opened and closed; return its keys."""
+        await self._armed.wait()
+        opened = self.clock.now()
+        while True:
+            deadline = min(self._last + self.idle_s, opened + self.max_s)
+            remaining = deadline - self.clock.now()
+            if remaining <= 0:
+                break
+            await self.clock.sleep(remaining)
+        keys, self._keys = self._keys, set()
+        self._armed = anyio.Event()
+        return keys

@@ -1,0 +1,65 @@
+"""Whole-object decoders for the controller: apiserver JSON → core values, one error type.
+
+The same boundary decoders ``simulate`` uses (``api.kube`` for built-in kinds, the pydantic
+CRD models for NodePools and NodeClaims), wrapped so that every failure is a ``CodecError``
+naming the field, whichever decoder raised it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from karpenter.api import crdfields, kube, nodeclaim, nodepool
+from karpenter.api.errors import DecodeError
+from karpenter.core.model.cluster import DaemonSet
+from karpenter.core.model.node import Node, NodeClaim
+from karpenter.core.model.nodepool import NodePool
+from karpenter.core.model.pod import Pod
+
+
+class CodecError(ValueError):
+    """An object cannot be decoded; the message names the field."""
+
+
+def _wrap(fn: Any, obj: Mapping[str, Any]) -> Any:
+    try:
+        return fn(obj)
+    except DecodeError as err:
+        raise CodecError(str(err)) from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        path = crdfields.pydantic_path(tuple(first["loc"]))
+        raise CodecError(f"{path}: {first['msg']}") from None
+
+
+def pod(obj: Mapping[str, Any]) -> Pod:
+    """A v1 Pod."""
+    result: Pod = _wrap(kube.pod, obj)
+    return result
+
+
+def node(obj: Mapping[str, Any]) -> Node:
+    """A v1 Node."""
+    result: Node = _wrap(kube.node, obj)
+    return result
+
+
+def daemonset(obj: Mapping[str, Any]) -> DaemonSet:
+    """An apps/v1 DaemonSet."""
+    result: DaemonSet = _wrap(kube.daemonset, obj)
+    return result
+
+
+def node_pool(obj: Mapping[str, Any]) -> NodePool:
+    """A karpenter.sh/v1 NodePool (runtime validation included)."""
+    result: NodePool = _wrap(lambda o: nodepool.NodePoolDoc.model_validate(o).to_core(), obj)
+    return result
+
+
+def node_claim(obj: Mapping[str, Any]) -> NodeClaim:
+    """A karpenter.sh/v1 NodeClaim."""
+    result: NodeClaim = _wrap(lambda o: nodeclaim.NodeClaimDoc.model_validate(o).to_core(), obj)
+    return result

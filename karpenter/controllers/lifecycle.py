@@ -1,0 +1,381 @@
+"""NodeClaim lifecycle: launch through the cloud, register the Node, see it initialized.
+
+Each reconcile runs the steps in order on one copy of the claim and stops at the first that
+is not done, like upstream's lifecycle controller:
+
+1. Launch: ``CloudProvider.create``. Insufficient capacity → event, delete the claim (the
+   provisioner tries again with fresh offerings); NodeClass not ready → delete; other errors →
+   ``Launched=Unknown`` and retry with backoff, deleting the claim after the launch timeout.
+2. Registration: the Node with the claim's providerID gets the claim's labels, taints and an
+   owner reference, loses ``karpenter.sh/unregistered`` and gains ``karpenter.sh/registered``.
+   No Node before the registration timeout → delete the claim.
+3. Initialization: the Node is Ready, startup and known ephemeral taints are gone and every
+   requested extended resource is allocatable → ``karpenter.sh/initialized``.
+
+Status is written once per reconcile with the whole condition list (only this controller
+writes NodeClaim status), and the answer goes back into the mirror at once so the next
+reconcile never acts on a version older than its own write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import anyio.abc
+import structlog
+
+from karpenter.aio.clock import Clock
+from karpenter.aio.keyed_queue import KeyedQueue
+from karpenter.cloud.provider import (
+    CloudProvider,
+    CloudProviderError,
+    CreateError,
+    InsufficientCapacityError,
+    NodeClassNotReadyError,
+)
+from karpenter.core.model import labels as lbl
+from karpenter.core.model import resources as res
+from karpenter.core.model.node import NodeClaim
+from karpenter.core.provisioning.existing import is_ephemeral
+from karpenter.core.scheduling.taints import Taint
+from karpenter.kube import codec, errors, events
+from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Obj
+from karpenter.observability.metrics import Metrics
+from karpenter.state.cluster import ClusterState
+
+LAUNCH_TIMEOUT_S = 300.0
+REGISTRATION_TIMEOUT_S = 900.0
+_MAX_MESSAGE = 300
+_CONFLICT_RETRY_S = 0.1
+
+
+def _true(conds: list[Obj], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conds)
+
+
+class Lifecycle:
+    """Drives every NodeClaim that is not being deleted from created to initialized."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        state: ClusterState,
+        cloud: CloudProvider,
+        recorder: events.EventRecorder,
+        clock: Clock,
+        metrics: Metrics,
+        *,
+        launch_timeout_s: float = LAUNCH_TIMEOUT_S,
+        registration_timeout_s: float = REGISTRATION_TIMEOUT_S,
+        concurrency: int = 100,
+    ) -> None:
+        self.kube = kube
+        self.state = state
+        self.cloud = cloud
+        self.recorder = recorder
+        self.clock = clock
+        self.metrics = metrics
+        self.launch_timeout_s = launch_timeout_s
+        self.registration_timeout_s = registration_timeout_s
+        self.concurrency = concurrency
+        self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodeclaim.lifecycle")
+        self.failures: dict[str, int] = {}
+        self._log = structlog.get_logger().bind(controller="nodeclaim.lifecycle")
+        state.subscribe(self._on_change)
+
+    def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
+        if kind == "NodeClaim" and obj is not None:
+            self.queue.add(key)
+        elif kind == "Node":
+            provider_id = (obj or {}).get("spec", {}).get("providerID")
+            for name, entry in self.state.nodeclaims.entries.items():
+                claim = entry.value
+                if claim is not None and (
+                    (provider_id and claim.provider_id == provider_id) or claim.node_name == key
+                ):
+                    self.queue.add(name)
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Reconcile NodeClaims forever."""
+        for name in list(self.state.nodeclaims.entries):
+            self.queue.add(name)
+        task_status.started()
+        await self.queue.run(self.reconcile, self.concurrency)
+
+    async def reconcile(self, name: str) -> float | None:
+        """One pass over one NodeClaim; returns when to look again (None: on change)."""
+        raw = self.state.nodeclaims.raw(name)
+        claim = self.state.nodeclaims.get(name)
+        if raw is None or claim is None or codec.meta(raw).get("deletionTimestamp"):
+            return None
+        log = self._log.bind(nodeclaim=name)
+        conds = codec.conditions(raw)
+        status: dict[str, Any] = {}
+        if not codec.condition_true(raw, "Launched"):
+            launched = await self._launch(raw, claim, conds, status, log)
+            if launched is None:
+                return await self._launch_failed(raw, conds, status)
+            # Persist the launch before anything else can fail: a reconcile that failed later
+            # (say, a Conflict patching the Node) must not call create a second time.
+            self._set_ready(conds)
+            await self._write_status(raw, conds, status)
+            claim, raw = launched, self.state.nodeclaims.raw(name) or raw
+            conds, status = codec.conditions(raw), {}
+        try:
+            requeue = await self._register(raw, claim, conds, status, log)
+            if requeue is None and _true(conds, "Registered"):
+                requeue = await self._initialize(raw, claim, conds, status)
+        except errors.Conflict:
+            requeue = _CONFLICT_RETRY_S  # the Node changed under us; status so far still goes out
+        self._set_ready(conds)
+        await self._write_status(raw, conds, status)
+        return requeue
+
+    # ---- launch -----------------------------------------------------------------------------
+
+    async def _launch(
+        self,
+        raw: Obj,
+        claim: NodeClaim,
+        conds: list[Obj],
+        status: dict[str, Any],
+        log: Any,
+    ) -> NodeClaim | None:
+        now = self.clock.now()
+        try:
+            launched = await self.cloud.create(claim)
+        except InsufficientCapacityError as err:
+            for ref in err.offerings:
+                self.state.unavailable.mark(ref.instance_type, ref.zone, ref.capacity_type, now)
+            await self._event(raw, events.WARNING, "InsufficientCapacityError", str(err))
+            await self._delete(raw, "insufficient_capacity", log)
+            return None
+        except NodeClassNotReadyError as err:
+            await self._event(raw, events.WARNING, "NodeClassNotReady", str(err))
+            await self._delete(raw, "nodeclass_not_ready", log)
+            return None
+        except CloudProviderError as err:
+            reason = err.reason if isinstance(err, CreateError) else "LaunchFailed"
+            message = str(err)
+            if len(message) > _MAX_MESSAGE:
+                message = message[:_MAX_MESSAGE] + "..."
+            codec.set_condition(conds, "Launched", "Unknown", reason, message, now)
+            log.warning("launch failed", error=str(err))
+            return None
+        labels = dict(launched.labels)
+        labels.update(claim.labels)  # the claim's own labels win over the provider's
+        if labels != dict(claim.labels):
+            obj = await self.kube.merge_patch(
+                NODECLAIMS, claim.name, {"metadata": {"labels": labels}}
+            )
+            self.state.nodeclaims.upsert(obj)
+            raw.setdefault("metadata", {})["labels"] = labels
+        status.update(
+            providerID=launched.provider_id,
+            imageID=launched.image_id,
+            capacity=codec.resource_list(launched.capacity),
+            allocatable=codec.resource_list(launched.allocatable),
+        )
+        codec.set_condition(conds, "Launched", "True", "Launched", "", now)
+        self.metrics.nodeclaims_launched.labels(nodepool=claim.nodepool).inc()
+        log.info("launched", provider_id=launched.provider_id)
+        return launched
+
+    async def _launch_failed(
+        self, raw: Obj, conds: list[Obj], status: dict[str, Any]
+    ) -> float | None:
+        if self.state.nodeclaims.raw(codec.name(raw)) is None or not conds:
+            return None  # deleted (capacity / nodeclass), nothing more to write
+        name = codec.name(raw)
+        created = codec.parse_time(codec.meta(raw).get("creationTimestamp")) or self.clock.now()
+        if self.clock.now() - created > self.launch_timeout_s:
+            await self._delete(raw, "launch_timeout", self._log.bind(nodeclaim=name))
+            return None
+        await self._write_status(raw, conds, status)
+        failures = self.failures.get(name, 0) + 1
+        self.failures[name] = failures
+        return float(min(2 ** (failures - 1), 60))
+
+    # ---- registration -----------------------------------------------------------------------
+
+    async def _register(
+        self, raw: Obj, claim: NodeClaim, conds: list[Obj], status: dict[str, Any], log: Any
+    ) -> float | None:
+        now = self.clock.now()
+        nodes = self.state.node_by_provider_id(claim.provider_id)
+        if len(nodes) > 1:
+            codec.set_condition(conds, "Registered", "False", "MultipleNodesFound", "", now)
+            return None
+        if not nodes and _true(conds, "Registered"):
+            # The Node was deleted out from under a registered claim (upstream's Node finalizer
+            # would delete the claim): let the claim go, so its instance is terminated too.
+            await self._delete(raw, "", log)
+            return None
+        if not nodes:
+            codec.set_condition(
+                conds,
+                "Registered",
+                "Unknown",
+                "NodeNotFound",
+                "Node not registered with cluster",
+                now,
+            )
+            return await self._registration_deadline(raw, conds, log)
+        node = nodes[0]
+        if _true(conds, "Registered") and (
+            (node.get("metadata", {}).get("labels") or {}).get(lbl.REGISTERED) == "true"
+        ):
+            return None
+        patched = await self._sync_node(node, raw, claim)
+        self.state.nodes.upsert(patched)
+        status["nodeName"] = codec.name(node)
+        codec.set_condition(conds, "Registered", "True", "Registered", "", now)
+        self.metrics.nodeclaims_registered.labels(nodepool=claim.nodepool).inc()
+        zone = (codec.meta(patched).get("labels") or {}).get(lbl.ZONE, "")
+        self.metrics.nodes_created.labels(nodepool=claim.nodepool, zone=zone).inc()
+        log.info("registered", node=codec.name(node))
+        return None
+
+    async def _registration_deadline(self, raw: Obj, conds: list[Obj], log: Any) -> float | None:
+        launched = codec.condition(raw, "Launched") or next(
+            (c for c in conds if c.get("type") == "Launched"), None
+        )
+        since = codec.parse_time((launched or {}).get("lastTransitionTime")) or self.clock.now()
+        remaining = since + self.registration_timeout_s - self.clock.now()
+        if remaining <= 0:
+            await self._delete(raw, "registration_timeout", log)
+            return None
+        return remaining
+
+    async def _sync_node(self, node: Obj, raw: Obj, claim: NodeClaim) -> Obj:
+        meta = codec.meta(node)
+        labels = dict(meta.get("labels") or {})
+        labels.update(claim.labels)
+        labels[lbl.REGISTERED] = "true"
+        taints = [t for t in codec.taints_of(node) if t.get("key") != lbl.TAINT_UNREGISTERED]
+        if labels.get(lbl.DO_NOT_SYNC_TAINTS) != "true":
+            wanted = [codec.taint(t) for t in (*claim.taints, *claim.startup_taints)]
+            if not codec.condition_true(raw, "Registered"):
+                taints = codec.merge_taints(taints, wanted)
+        owners = [o for o in meta.get("ownerReferences") or [] if o.get("uid") != codec.uid(raw)]
+        owners.append(codec.owner_reference(raw))
+        patch = {
+            "metadata": {
+                "labels": labels,
+                "ownerReferences": owners,
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "spec": {"taints": taints},
+        }
+        # The resourceVersion makes the patch an optimistic lock: the kubelet (here, the
+        # simulated cloud) may be patching the same Node; a Conflict requeues the claim.
+        return await self.kube.merge_patch(NODES, codec.name(node), patch)
+
+    # ---- initialization ---------------------------------------------------------------------
+
+    async def _initialize(
+        self, raw: Obj, claim: NodeClaim, conds: list[Obj], status: dict[str, Any]
+    ) -> float | None:
+        now = self.clock.now()
+        nodes = self.state.node_by_provider_id(claim.provider_id)
+        if not nodes:
+            codec.set_condition(conds, "Initialized", "Unknown", "NodeNotFound", "", now)
+            return None
+        node = nodes[0]
+        reason, message = _not_initialized(node, claim)
+        if reason:
+            codec.set_condition(conds, "Initialized", "Unknown", reason, message, now)
+            return None
+        labels = codec.meta(node).get("labels") or {}
+        if labels.get(lbl.INITIALIZED) != "true":
+            patched = await self.kube.merge_patch(
+                NODES, codec.name(node), {"metadata": {"labels": {lbl.INITIALIZED: "true"}}}
+            )
+            self.state.nodes.upsert(patched)
+            self.metrics.nodeclaims_initialized.labels(nodepool=claim.nodepool).inc()
+        codec.set_condition(conds, "Initialized", "True", "Initialized", "", now)
+        return None
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    def _set_ready(self, conds: list[Obj]) -> None:
+        view = {"status": {"conditions": conds}}
+        ready = all(
+            codec.condition_true(view, c) for c in ("Launched", "Registered", "Initialized")
+        )
+        codec.set_condition(
+            conds,
+            "Ready",
+            "True" if ready else "Unknown",
+            "Ready" if ready else "NotReady",
+            "",
+            self.clock.now(),
+        )
+
+    async def _write_status(self, raw: Obj, conds: list[Obj], status: dict[str, Any]) -> None:
+        current = raw.get("status") or {}
+        changed = {k: v for k, v in status.items() if current.get(k) != v}
+        if conds != codec.conditions(raw):
+            changed["conditions"] = conds
+        if not changed:
+            return
+        obj = await self.kube.merge_patch(
+            NODECLAIMS, codec.name(raw), {"status": changed}, subresource="status"
+        )
+        self.state.nodeclaims.upsert(obj)
+
+    async def _delete(self, raw: Obj, reason: str, log: Any) -> None:
+        log.info("deleting nodeclaim", reason=reason or "node_deleted")
+        labels = codec.meta(raw).get("labels") or {}
+        if reason:
+            self._disrupted(labels, reason)
+        try:
+            await self.kube.delete(NODECLAIMS, codec.name(raw))
+        except errors.NotFound:
+            pass
+
+    def _disrupted(self, labels: Mapping[str, str], reason: str) -> None:
+        self.metrics.nodeclaims_disrupted.labels(
+            reason=reason,
+            nodepool=labels.get(lbl.NODEPOOL, ""),
+            capacity_type=labels.get(lbl.CAPACITY_TYPE, ""),
+            consolidation_policy="",
+            termination_mode="graceful",
+        ).inc()
+
+    async def _event(self, raw: Obj, kind: str, reason: str, message: str) -> None:
+        await self.recorder.publish(codec.object_reference(raw), kind, reason, message)
+
+
+def _not_initialized(node: Mapping[str, Any], claim: NodeClaim) -> tuple[str, str]:
+    """Why the Node is not initialized yet (("", "") when it is)."""
+    if not codec.condition_true(node, "Ready"):
+        return "NodeNotReady", "Node status is NotReady"
+    taints = [
+        Taint(str(t.get("key")), str(t.get("effect")), str(t.get("value") or ""))
+        for t in codec.taints_of(node)
+    ]
+    startup = [
+        t
+        for t in taints
+        if any(t.key == s.key and t.effect == s.effect for s in claim.startup_taints)
+    ]
+    if startup:
+        return "StartupTaintsExist", f"StartupTaint {startup[0].describe()} still exists"
+    ephemeral = [t for t in taints if is_ephemeral(t)]
+    if ephemeral:
+        return (
+            "KnownEphemeralTaintsExist",
+            f"KnownEphemeralTaint {ephemeral[0].describe()} still exists",
+        )
+    allocatable = res.parse((node.get("status") or {}).get("allocatable") or {})
+    for name, value in sorted(claim.requests.items()):
+        if name in res.WELL_KNOWN_RESOURCES or value <= 0:
+            continue
+        if allocatable.get(name, 0) <= 0:
+            return "ResourceNotRegistered", f"Resource {name!r} was requested but not registered"
+    return "", ""

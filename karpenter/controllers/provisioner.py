@@ -1,0 +1,220 @@
+"""The provisioner: batch pending pods, solve on a snapshot, create the NodeClaims decided.
+
+Triggers come from the state mirror (a provisionable pod appeared or changed, a NodeClaim went
+away, a NodePool changed) and from a resync every 10 s while pods stay provisionable (as
+upstream's pod trigger requeues), so pods whose claim failed to launch are retried. After a
+window closes the pass waits until every NodeClaim in state has launched: solving around a
+claim whose shape is unknown risks launching twice for the same pods.
+
+The pass takes the snapshot and the pending pods from the mirror in one synchronous step (no
+await between them), runs the same pure ``solve`` as ``karpenter simulate`` in a worker
+thread (the event loop keeps serving watches and leases), then creates the NodeClaims
+concurrently and records each in the mirror at once, so the next pass counts it as capacity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import aiohttp
+import anyio
+import anyio.abc
+import anyio.to_thread
+import structlog
+
+from karpenter.aio.batcher import Batcher
+from karpenter.aio.clock import Clock
+from karpenter.cloud.provider import CloudProvider, CloudProviderError
+from karpenter.core.model.cluster import Options
+from karpenter.core.model.instancetype import InstanceType
+from karpenter.core.model.nodepool import NodePool
+from karpenter.core.provisioning.results import NewNodeClaim, Results
+from karpenter.core.provisioning.scheduler import solve
+from karpenter.kube import codec, errors, events
+from karpenter.kube.client import NODECLAIMS, KubeClient, Obj
+from karpenter.observability.metrics import Metrics
+from karpenter.state.cluster import ClusterState, is_provisionable
+
+RESYNC_S = 10.0
+SYNC_WAIT_S = 10.0
+FAILED_SCHEDULING_DEDUPE_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class PassReport:
+    """What one pass did (for logs, tests and the benchmark)."""
+
+    pods: int
+    created: tuple[str, ...]
+    unschedulable: Mapping[str, str]
+
+
+class Provisioner:
+    """The provisioning loop (a singleton: runs only on the leader)."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        state: ClusterState,
+        cloud: CloudProvider,
+        recorder: events.EventRecorder,
+        clock: Clock,
+        options: Options,
+        metrics: Metrics,
+        *,
+        batch_idle_s: float,
+        batch_max_s: float,
+    ) -> None:
+        self.kube = kube
+        self.state = state
+        self.cloud = cloud
+        self.recorder = recorder
+        self.clock = clock
+        self.options = options
+        self.metrics = metrics
+        self.batcher: Batcher[str] = Batcher(clock, batch_idle_s, batch_max_s)
+        self.passes: list[PassReport] = []
+        self.created_at: dict[str, float] = {}
+        # pod key → when the NodeClaim meant for it was created (latency measurements)
+        self.placed_at: dict[str, float] = {}
+        self._log = structlog.get_logger().bind(controller="provisioner")
+        state.subscribe(self._on_change)
+
+    def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
+        if kind == "Pod":
+            pod = self.state.pods.get(key)
+            if pod is not None and is_provisionable(pod):
+                self.batcher.trigger(key)
+        elif (kind == "NodeClaim" and obj is None) or kind == "NodePool":
+            self.trigger_all()
+
+    def trigger_all(self) -> None:
+        """Trigger for every provisionable pod (a resync)."""
+        for pod in self.state.provisionable_pods():
+            self.batcher.trigger(pod.key)
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Batch, solve and launch, forever."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._resync)
+            self.trigger_all()
+            task_status.started()
+            while True:
+                await self.batcher.wait()
+                try:
+                    await self.provision()
+                except (errors.ApiError, aiohttp.ClientError, OSError, CloudProviderError) as err:
+                    self._log.warning("provisioning pass failed", error=str(err))
+
+    async def _resync(self) -> None:
+        while True:
+            await self.clock.sleep(RESYNC_S)
+            self.trigger_all()
+
+    async def _await_synced(self) -> None:
+        deadline = self.clock.now() + SYNC_WAIT_S
+        while not self.state.synced() and self.clock.now() < deadline:
+            await self.clock.sleep(0.05)
+
+    async def provision(self) -> PassReport:
+        """One pass over every provisionable pod."""
+        await self._await_synced()
+        pools = self.state.active_nodepools()
+        types: dict[str, tuple[InstanceType, ...]] = {}
+        for pool in pools:
+            try:
+                offered = await self.cloud.instance_types(pool)
+                types[pool.name] = self.state.unavailable.apply(offered, self.clock.now())
+            except CloudProviderError as err:
+                self._log.warning("no instance types", nodepool=pool.name, error=str(err))
+        # Snapshot and pending pods in one synchronous step: no event can slip in between.
+        cluster = self.state.snapshot(types)
+        pending = self.state.provisionable_pods()
+        if not pending:
+            report = PassReport(0, (), {})
+            self.passes.append(report)
+            return report
+        started = self.clock.now()
+        results: Results = await anyio.to_thread.run_sync(solve, cluster, pending, self.options)
+        self.metrics.scheduler_scheduling_duration.labels(controller="provisioner").observe(
+            self.clock.now() - started
+        )
+        self.metrics.scheduler_unschedulable_pods_count.labels(controller="provisioner").set(
+            len(results.unschedulable)
+        )
+        created = await self._create_all(results, {p.name: p for p in pools})
+        await self._report_unschedulable(results)
+        report = PassReport(len(pending), tuple(created), dict(results.unschedulable))
+        self.passes.append(report)
+        self._log.info(
+            "provisioning pass",
+            pods=len(pending),
+            nodeclaims=len(created),
+            unschedulable=len(results.unschedulable),
+        )
+        return report
+
+    async def _create_all(self, results: Results, pools: Mapping[str, NodePool]) -> list[str]:
+        created: list[str] = []
+
+        async def one(claim: NewNodeClaim) -> None:
+            name = await self._create(claim, pools[claim.nodepool])
+            if name:
+                created.append(name)
+
+        async with anyio.create_task_group() as tg:
+            for claim in results.new_claims:
+                tg.start_soon(one, claim)
+        return sorted(created)
+
+    async def _create(self, claim: NewNodeClaim, pool: NodePool) -> str:
+        pool_obj = self.state.nodepools.raw(pool.name)
+        if pool_obj is None:
+            return ""
+        body = codec.nodeclaim_manifest(claim, pool, pool_obj)
+        try:
+            obj = await self.kube.create(NODECLAIMS, body)
+        except errors.ApiError as err:
+            self._log.error("creating nodeclaim failed", nodepool=pool.name, error=str(err))
+            return ""
+        self.state.nodeclaims.upsert(obj)
+        name = codec.name(obj)
+        self.created_at[name] = self.clock.now()
+        self.metrics.nodeclaims_created.labels(
+            reason="provisioned",
+            nodepool=pool.name,
+            min_values_relaxed=str(claim.min_values_relaxed).lower(),
+        ).inc()
+        self._log.info(
+            "created nodeclaim",
+            nodeclaim=name,
+            nodepool=pool.name,
+            pods=len(claim.pods),
+            instance_types=len(claim.instance_types),
+        )
+        for pod in claim.pods:
+            self.placed_at[pod.key] = self.created_at[name]
+        for pod in claim.pods:
+            await self.recorder.publish(
+                codec.pod_reference(pod),
+                events.NORMAL,
+                "Nominated",
+                f"Pod should schedule on: nodeclaim/{name}",
+            )
+        return name
+
+    async def _report_unschedulable(self, results: Results) -> None:
+        for key, reason in sorted(results.unschedulable.items()):
+            pod = self.state.pods.get(key)
+            if pod is None:
+                continue
+            await self.recorder.publish(
+                codec.pod_reference(pod),
+                events.WARNING,
+                "FailedScheduling",
+                f"Failed to schedule pod, {reason}",
+                dedupe_s=FAILED_SCHEDULING_DEDUPE_S,
+            )

@@ -1,0 +1,273 @@
+"""The Kubernetes client: JSON in, JSON out, typed errors, on kubernetes_asyncio's transport.
+
+The generated typed models are skipped on purpose: informers hand plain dicts to the
+decoders in ``karpenter.api`` (fast, and they name bad fields), and the controllers write
+merge patches. kubernetes_asyncio still loads kubeconfigs / in-cluster credentials and owns
+the TLS session. Watches are read as raw newline-delimited JSON so a large object never hits
+a line-length limit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from karpenter.kube import errors
+
+Obj = dict[str, Any]
+
+_TLS_CLOSE_PAUSE_S = 0.25
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """An API resource: where its collection lives."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = False
+
+    @property
+    def api_version(self) -> str:
+        """``group/version`` (``v1`` for the core group)."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str = "", subresource: str = "") -> str:
+        """The URL path of the collection, an object, or one of its subresources."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
+NODES = Resource("", "v1", "nodes", "Node")
+EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
+DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool")
+NODECLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim")
+CRDS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One watch event: ADDED, MODIFIED, DELETED or BOOKMARK, with the object."""
+
+    type: str
+    object: Obj
+
+
+class KubeClient:
+    """A narrow JSON client over one kubernetes_asyncio ``ApiClient`` (not owned)."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: object = None,
+        content_type: str = JSON,
+        request_timeout: aiohttp.ClientTimeout | float | None = 30.0,
+    ) -> aiohttp.ClientResponse:
+        try:
+            resp: aiohttp.ClientResponse = await self.api.call_api(
+                path,
+                method,
+                query_params=list(query),
+                header_params={"Accept": JSON, "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=request_timeout,
+            )
+        except ApiException as err:  # raised by the transport for some failures
+            raise errors.ApiError(int(err.status or 0), str(err.reason or "")) from err
+        if resp.status >= 300:
+            try:
+                payload = await resp.json(content_type=None)
+            except (ValueError, aiohttp.ClientError):
+                payload = None
+            finally:
+                resp.release()
+            raise errors.from_status(resp.status, payload)
+        return resp
+
+    async def _json(self, method: str, path: str, **kwargs: Any) -> Obj:
+        resp = await self._call(method, path, **kwargs)
+        try:
+            data = await resp.json(content_type=None)
+        finally:
+            resp.release()
+        return data if isinstance(data, dict) else {}
+
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
+        """One object (NotFound if absent)."""
+        return await self._json("GET", res.path(namespace, name))
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> tuple[list[Obj], str]:
+        """Every object of a collection, and the list's resourceVersion (to watch from)."""
+        query = []
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        data = await self._json("GET", res.path(namespace), query=query, request_timeout=120.0)
+        items = data.get("items") or []
+        for item in items:
+            # list items carry no kind; the decoders and event references want it
+            item.setdefault("kind", res.kind)
+            item.setdefault("apiVersion", res.api_version)
+        return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
+
+    @asynccontextmanager
+    async def watch(
+        self, res: Resource, resource_version: str, timeout_seconds: int = 300
+    ) -> AsyncIterator[AsyncIterator[WatchEvent]]:
+        """Stream changes after ``resource_version``; an ERROR event becomes a typed error."""
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        # No total timeout: the server ends the watch after timeoutSeconds; the read timeout
+        # catches a silently dead connection (bookmarks arrive about once a minute).
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30)
+        resp = await self._call("GET", res.path(), query=query, request_timeout=timeout)
+        try:
+            yield _events(resp, res)
+        finally:
+            resp.release()
+
+    async def create(
+        self, res: Resource, body: Mapping[str, Any], namespace: str | None = None
+    ) -> Obj:
+        """Create an object (AlreadyExists, Invalid)."""
+        return await self._json("POST", res.path(namespace), body=dict(body))
+
+    async def merge_patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        subresource: str = "",
+    ) -> Obj:
+        """JSON merge patch (RFC 7386); lists are replaced whole."""
+        return await self._json(
+            "PATCH",
+            res.path(namespace, name, subresource),
+            body=dict(patch),
+            content_type=MERGE_PATCH,
+        )
+
+    async def json_patch(
+        self,
+        res: Resource,
+        name: str,
+        ops: Sequence[Mapping[str, Any]],
+        namespace: str | None = None,
+        subresource: str = "",
+    ) -> Obj:
+        """JSON patch (RFC 6902): a ``test`` op on resourceVersion makes it an optimistic lock."""
+        return await self._json(
+            "PATCH",
+            res.path(namespace, name, subresource),
+            body=[dict(op) for op in ops],
+            content_type=JSON_PATCH,
+        )
+
+    async def replace(
+        self, res: Resource, name: str, body: Mapping[str, Any], namespace: str | None = None
+    ) -> Obj:
+        """PUT (Conflict when ``metadata.resourceVersion`` is stale)."""
+        return await self._json("PUT", res.path(namespace, name), body=dict(body))
+
+    async def delete(self, res: Resource, name: str, namespace: str | None = None) -> None:
+        """Delete (NotFound when already gone); background propagation, like kubectl."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        resp = await self._call("DELETE", res.path(namespace, name), body=body)
+        resp.release()
+
+
+async def _events(resp: aiohttp.ClientResponse, res: Resource) -> AsyncIterator[WatchEvent]:
+    buffer = b""
+    async for chunk in resp.content.iter_any():
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield _event(json.loads(line), res)
+
+
+def _event(raw: Mapping[str, Any], res: Resource) -> WatchEvent:
+    kind = str(raw.get("type") or "")
+    obj = raw.get("object") or {}
+    if kind == "ERROR":
+        raise errors.from_status(int(obj.get("code") or 500), obj)
+    obj.setdefault("kind", res.kind)
+    obj.setdefault("apiVersion", res.api_version)
+    return WatchEvent(kind, obj)
+
+
+async def load_configuration(kubeconfig: Path | str | None) -> k8s.Configuration:
+    """Client configuration from a kubeconfig file, else the in-cluster service account."""
+    cfg = k8s.Configuration()
+    if kubeconfig:
+        await k8s_config.load_kube_config(
+            config_file=str(kubeconfig), client_configuration=cfg, persist_config=False
+        )
+    else:
+        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    return cfg
+
+
+@asynccontextmanager
+async def connect(kubeconfig: Path | str | None) -> AsyncIterator[KubeClient]:
+    """A KubeClient with its own connection pool, closed on exit."""
+    cfg = await load_configuration(kubeconfig)
+    try:
+        async with k8s.ApiClient(configuration=cfg) as api:
+            api.user_agent = "karpenter-py/0.1.0"
+            yield KubeClient(api)
+    finally:
+        # TLS transports finish closing a moment after the session does (aiohttp's documented
+        # graceful-shutdown pause); without it a closing event loop reports them unclosed.
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(_TLS_CLOSE_PAUSE_S)

@@ -1,0 +1,61 @@
+"""Typed apiserver errors: what a caller branches on instead of HTTP codes or message text.
+
+::
+
+    ApiError                 any non-2xx answer (``status``, ``reason``, ``message``)
+    ├── NotFound             404: the object (or its collection) does not exist
+    ├── Conflict             409: stale resourceVersion on update, or name already taken
+    │   └── AlreadyExists    409 with reason AlreadyExists
+    ├── Gone                 410: a watch/list resourceVersion is too old; relist
+    └── Invalid              422: schema, CEL or admission validation refused the object
+"""
+
+from __future__ import annotations
+
+
+class ApiError(Exception):
+    """The apiserver answered with an error status."""
+
+    def __init__(self, status: int, reason: str = "", message: str = "") -> None:
+        super().__init__(f"{status} {reason}: {message}".strip())
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class NotFound(ApiError):
+    """404."""
+
+
+class Conflict(ApiError):
+    """409: optimistic-lock failure."""
+
+
+class AlreadyExists(Conflict):
+    """409 AlreadyExists: a create hit an existing name."""
+
+
+class Gone(ApiError):
+    """410: the resourceVersion is no longer in the watch cache."""
+
+
+class Invalid(ApiError):
+    """422: the object failed validation."""
+
+
+def from_status(status: int, body: object) -> ApiError:
+    """Build the typed error for an HTTP status and its (Status object) body."""
+    reason = message = ""
+    if isinstance(body, dict):
+        reason = str(body.get("reason") or "")
+        message = str(body.get("message") or "")
+    if status == 404:
+        return NotFound(status, reason, message)
+    if status == 409:
+        cls = AlreadyExists if reason == "AlreadyExists" else Conflict
+        return cls(status, reason, message)
+    if status == 410:
+        return Gone(status, reason, message)
+    if status == 422:
+        return Invalid(status, reason, message)
+    return ApiError(status, reason, message)

@@ -1,0 +1,184 @@
+"""Launching the controller process: ``karpenter run`` and ``karpenter sandbox``.
+
+Both build the same things: settings from the environment, logging, a kube client, the
+simulated cloud with its catalog, and an ``operator.Operator``, then run them under one task
+group until SIGTERM/SIGINT. ``sandbox`` first starts a local control plane (the same one the
+e2e tests use), writes its kubeconfig, installs the CRDs and an example NodePool, and tears
+the control plane down on the way out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+from pydantic import ValidationError
+
+from karpenter import settings as settings_mod
+from karpenter.aio.clock import Clock, RealClock
+from karpenter.api import simulation
+from karpenter.api.errors import DecodeError
+from karpenter.cloud.simulated import SimulatedCloud
+from karpenter.core.catalogs.fake import fake_instance_types
+from karpenter.core.model.instancetype import InstanceType
+from karpenter.kube import client as kc
+from karpenter.observability.logging import configure_logging, get_logger
+from karpenter.observability.metrics import Metrics
+from karpenter.operator import Operator, run_until_signalled
+from karpenter.sandbox import bootstrap
+from karpenter.sandbox.controlplane import ControlPlaneError, LocalControlPlane, ensure_binaries
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1
+
+
+class LaunchError(ValueError):
+    """Bad flags or environment: one line for stderr."""
+
+
+def parse_catalog(spec: str) -> tuple[InstanceType, ...]:
+    """``fake:N`` or a YAML file of InstanceType / InstanceTypeCatalog(preset fake) documents."""
+    if spec.startswith("fake:"):
+        try:
+            count = int(spec.removeprefix("fake:"))
+        except ValueError:
+            raise LaunchError(f"--catalog: {spec!r}: expected fake:N") from None
+        if not 1 <= count <= 10000:
+            raise LaunchError(f"--catalog: {spec!r}: N must be from 1 to 10000")
+        return fake_instance_types(count)
+    try:
+        docs = list(yaml.safe_load_all(Path(spec).read_text(encoding="utf-8")))
+    except (OSError, yaml.YAMLError) as err:
+        raise LaunchError(f"--catalog: cannot read {spec}: {err}") from None
+    types: list[InstanceType] = []
+    for index, doc in enumerate(d for d in docs if d):
+        types.extend(_catalog_doc(spec, index, doc))
+    if not types:
+        raise LaunchError(f"--catalog: {spec}: no InstanceType documents")
+    return tuple(types)
+
+
+def _catalog_doc(path: str, index: int, doc: Mapping[str, Any]) -> tuple[InstanceType, ...]:
+    try:
+        if doc.get("kind") == "InstanceType":
+            return (simulation.instance_type(doc),)
+        if doc.get("kind") == "InstanceTypeCatalog":
+            preset = simulation.catalog(doc)
+            if preset.preset != "fake":
+                raise LaunchError(f"--catalog: {path}: only the fake preset is available")
+            return fake_instance_types(preset.count)
+    except DecodeError as err:
+        raise LaunchError(f"--catalog: {path}: document {index + 1}: {err}") from None
+    raise LaunchError(
+        f"--catalog: {path}: document {index + 1}: unexpected kind {doc.get('kind')!r}"
+    )
+
+
+def _settings() -> settings_mod.Settings:
+    try:
+        return settings_mod.Settings()
+    except (ValidationError, ValueError) as err:
+        raise LaunchError(f"invalid settings: {settings_mod.describe_error(err)}") from None
+
+
+async def serve(
+    kubeconfig: Path | None,
+    settings: settings_mod.Settings,
+    catalog: tuple[InstanceType, ...],
+    boot_delay_s: float,
+    clock: Clock,
+    *,
+    on_ready: str = "",
+) -> None:
+    """Run the controller with the simulated cloud until cancelled."""
+    async with kc.connect(kubeconfig) as kube:
+        cloud = SimulatedCloud(kube, catalog, clock, boot_delay_s=boot_delay_s)
+        operator = Operator(kube, settings, cloud, clock, Metrics(), services=[cloud.run])
+        async with anyio.create_task_group() as tg:
+            await tg.start(operator.run)
+            if on_ready:
+                print(on_ready, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``karpenter run``."""
+    settings = _settings()
+    configure_logging(settings.LOG_LEVEL or "info", settings.log_json)
+    catalog = parse_catalog(args.catalog)
+    kubeconfig = Path(args.kubeconfig) if args.kubeconfig else _env_kubeconfig()
+    clock = RealClock()
+    anyio.run(
+        run_until_signalled, lambda: serve(kubeconfig, settings, catalog, args.boot_delay, clock)
+    )
+    return 0
+
+
+def _env_kubeconfig() -> Path | None:
+    value = os.environ.get("KUBECONFIG", "")
+    return Path(value.split(os.pathsep)[0]) if value else None
+
+
+def sandbox(args: argparse.Namespace) -> int:
+    """``karpenter sandbox``: control plane + CRDs + NodePool + controller, until Ctrl-C."""
+    settings = _settings()
+    configure_logging(settings.LOG_LEVEL or "info", settings.log_json)
+    catalog = parse_catalog(args.catalog)
+    target = Path(args.kubeconfig).resolve()
+    log = get_logger("sandbox")
+    work_dir = Path(tempfile.mkdtemp(prefix="karpenter-sandbox-"))
+    try:
+        bin_dir = ensure_binaries()
+        log.info("starting control plane", work_dir=str(work_dir))
+        with LocalControlPlane(bin_dir, work_dir / "controlplane") as plane:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(plane.kubeconfig, target)
+            anyio.run(
+                run_until_signalled,
+                lambda: _sandbox_main(target, settings, catalog, args, RealClock()),
+            )
+    except ControlPlaneError as err:
+        print(f"karpenter: sandbox: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return 0
+
+
+async def _sandbox_main(
+    kubeconfig: Path,
+    settings: settings_mod.Settings,
+    catalog: tuple[InstanceType, ...],
+    args: argparse.Namespace,
+    clock: Clock,
+) -> None:
+    async with kc.connect(kubeconfig) as kube:
+        await bootstrap.install_crds(kube, clock)
+        if not args.no_nodepool:
+            await bootstrap.apply_default_nodepool(kube)
+    ready = (
+        f"sandbox ready: kubeconfig written to {kubeconfig}\n"
+        f"try: kubectl --kubeconfig {kubeconfig} create deployment web --image=pause "
+        "--replicas=3 && kubectl --kubeconfig "
+        f"{kubeconfig} get nodeclaims,nodes -w\n"
+        "Ctrl-C stops the controller and tears the control plane down."
+    )
+    await serve(kubeconfig, settings, catalog, args.boot_delay, clock, on_ready=ready)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Dispatch ``run`` / ``sandbox``; exit 2 with one line on bad input."""
+    try:
+        return run(args) if args.command == "run" else sandbox(args)
+    except LaunchError as err:
+        print(f"karpenter: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,171 @@
+"""The operator: the composition root of ``karpenter run``, owner of the one top task group.
+
+It builds everything by constructor injection (no globals): the cluster mirror and the
+informers feeding it, the event recorder, the controllers, the metrics/health server and the
+leader elector. Informers and the HTTP server run on every replica, so a standby has a warm
+mirror and answers probes; the controllers run only while this replica holds the leader
+Lease (``LeaderElector`` cancels them when it is lost). ``run_until_signalled`` turns SIGTERM
+or SIGINT into a cancellation of that task group, so every task unwinds through its
+``finally`` blocks (the Lease is released, sockets closed) before the process exits.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from karpenter.aio.clock import Clock
+from karpenter.cloud.metered import MeteredCloud
+from karpenter.cloud.provider import CloudProvider
+from karpenter.controllers.lifecycle import Lifecycle
+from karpenter.controllers.provisioner import Provisioner
+from karpenter.controllers.termination import Termination
+from karpenter.kube import client as kc
+from karpenter.kube.events import EventRecorder
+from karpenter.kube.informers import Informer
+from karpenter.kube.leader import LeaderElector
+from karpenter.observability.logging import get_logger
+from karpenter.observability.metrics import Metrics
+from karpenter.observability.server import serve_http
+from karpenter.settings import Settings
+from karpenter.state.cluster import ClusterState
+
+# A background service the operator runs beside the controllers (e.g. the simulated cloud).
+Service = Callable[..., Coroutine[Any, Any, None]]
+
+
+def default_identity() -> str:
+    """``<hostname>_<random>``, like client-go's leader-election identities."""
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+class Operator:
+    """Everything ``karpenter run`` runs, wired together."""
+
+    def __init__(
+        self,
+        kube: kc.KubeClient,
+        settings: Settings,
+        cloud: CloudProvider,
+        clock: Clock,
+        metrics: Metrics,
+        *,
+        services: Sequence[Service] = (),
+        identity: str = "",
+        serve: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.cloud = cloud
+        self.metrics = metrics
+        self.services = tuple(services)
+        self.serve = serve
+        self.state = ClusterState()
+        self.recorder = EventRecorder(kube, clock)
+        self.informers = [
+            Informer(kube, resource, store, clock)
+            for resource, store in (
+                (kc.NODEPOOLS, self.state.nodepools),
+                (kc.NODES, self.state.nodes),
+                (kc.NODECLAIMS, self.state.nodeclaims),
+                (kc.DAEMONSETS, self.state.daemonsets),
+                (kc.PODS, self.state.pods),
+            )
+        ]
+
+        def metered(controller: str) -> MeteredCloud:
+            return MeteredCloud(cloud, metrics, controller)
+
+        self.termination = Termination(
+            kube, self.state, metered("nodeclaim.termination"), clock, metrics
+        )
+        self.lifecycle = Lifecycle(
+            kube, self.state, metered("nodeclaim.lifecycle"), self.recorder, clock, metrics
+        )
+        self.provisioner = Provisioner(
+            kube,
+            self.state,
+            metered("provisioner"),
+            self.recorder,
+            clock,
+            settings.core_options(),
+            metrics,
+            batch_idle_s=settings.batch_idle_seconds,
+            batch_max_s=settings.batch_max_seconds,
+        )
+        self.identity = identity or default_identity()
+        self.elector: LeaderElector | None = None
+        if not settings.DISABLE_LEADER_ELECTION:
+            self.elector = LeaderElector(
+                kube.api,
+                settings.leader_election_namespace,
+                settings.LEADER_ELECTION_NAME,
+                self.identity,
+                clock=clock,
+            )
+        self.leading = False
+        self.ports: tuple[int, int] | None = None
+        self._log = get_logger("operator").bind(identity=self.identity)
+
+    def ready(self) -> bool:
+        """/readyz: every informer has listed once."""
+        return all(i.synced.is_set() for i in self.informers)
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run until cancelled; reports started once the mirror is synced."""
+        async with anyio.create_task_group() as tg:
+            if self.serve:
+                s = self.settings
+                self.ports = await tg.start(
+                    serve_http,
+                    self.metrics,
+                    "0.0.0.0",
+                    s.METRICS_PORT,
+                    s.HEALTH_PROBE_PORT,
+                    self.ready,
+                )
+            for service in self.services:
+                await tg.start(service)
+            for informer in self.informers:
+                await tg.start(informer.run)
+            self._log.info("cluster state synced")
+            task_status.started()
+            if self.elector is None:
+                await self._lead()
+            else:
+                await self.elector.run(self._lead)
+
+    async def _lead(self) -> None:
+        self._log.info("leading: starting controllers")
+        self.leading = True
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(self.termination.run)
+                await tg.start(self.lifecycle.run)
+                await tg.start(self.provisioner.run)
+        finally:
+            self.leading = False
+
+
+async def run_until_signalled(main: Callable[[], Awaitable[None]]) -> None:
+    """Run ``main`` until it returns or SIGTERM/SIGINT arrives, then cancel it cleanly."""
+    log = get_logger("operator")
+    async with anyio.create_task_group() as tg:
+
+        async def watch_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("signal received, shutting down", signal=signal.Signals(signum).name)
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(watch_signals)
+        await main()
+        tg.cancel_scope.cancel()

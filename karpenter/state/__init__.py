@@ -1,0 +1,1 @@
+"""The in-memory cluster mirror fed by informers."""

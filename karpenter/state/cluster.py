@@ -1,0 +1,212 @@
+"""The cluster mirror: what the informers saw, decoded once, and the snapshot the core decides on.
+
+Only informers write here (through one ``KindStore`` sink per resource); controllers read, and
+the provisioner adds the NodeClaims it has just created so the next pass counts them before
+their watch event arrives. All updates are synchronous: nothing awaits while the mirror is
+half-changed. Listeners hear about every change (kind, name, raw object or None when deleted)
+and must not block: they mark work for their controller and return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import structlog
+
+from karpenter.api import decode
+from karpenter.core.model.cluster import Cluster, DaemonSet
+from karpenter.core.model.instancetype import InstanceType
+from karpenter.core.model.node import Node, NodeClaim
+from karpenter.core.model.nodepool import NodePool
+from karpenter.core.model.pod import Pod
+from karpenter.state.unavailable import UnavailableOfferings
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+Listener = Callable[[str, str, Obj | None], None]
+
+_log = structlog.get_logger()
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = obj.get("metadata")
+    return value if isinstance(value, Mapping) else {}
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = _meta(obj)
+    ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    return f"{ns}/{name}" if ns else name
+
+
+def _version(obj: Mapping[str, Any]) -> int:
+    # resourceVersions are etcd revisions: opaque by contract, integers in practice. Comparing
+    # them keeps a late watch event from overwriting what this process has just written.
+    try:
+        return int(_meta(obj).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+@dataclass(slots=True)
+class Entry(Generic[T]):
+    """A raw object and its decoded value (None when it does not decode)."""
+
+    raw: Obj
+    value: T | None
+
+
+@dataclass
+class KindStore(Generic[T]):
+    """The mirror of one resource: raw objects by key, decoded by ``decode``; an informer sink."""
+
+    kind: str
+    decode: Callable[[Obj], T]
+    notify: Callable[[str, str, Obj | None], None]
+    entries: dict[str, Entry[T]] = field(default_factory=dict)
+    invalid: dict[str, str] = field(default_factory=dict)
+
+    def replace(self, objects: Sequence[Obj]) -> None:
+        """A relist: keep exactly ``objects``; report what vanished while we were not watching."""
+        fresh = {_key(o): o for o in objects}
+        for key in sorted(set(self.entries) - set(fresh)):
+            self._remove(key)
+        for key in sorted(fresh):
+            self._put(key, fresh[key])
+
+    def apply(self, event: str, obj: Obj) -> None:
+        """One watch event."""
+        key = _key(obj)
+        if event == "DELETED":
+            self._remove(key)
+            return
+        current = self.entries.get(key)
+        if current is None or _version(current.raw) < _version(obj):
+            self._put(key, obj)
+
+    def upsert(self, obj: Obj) -> None:
+        """Record an object this process just wrote, unless a newer version is already here."""
+        key = _key(obj)
+        current = self.entries.get(key)
+        if current is None or _version(current.raw) < _version(obj):
+            self._put(key, obj)
+
+    def _put(self, key: str, obj: Obj) -> None:
+        current = self.entries.get(key)
+        if current is not None and _version(current.raw) == _version(obj) and _version(obj):
+            return
+        try:
+            value: T | None = self.decode(obj)
+            self.invalid.pop(key, None)
+        except decode.CodecError as err:
+            value = None
+            if self.invalid.get(key) != str(err):
+                _log.warning("object does not decode", kind=self.kind, key=key, error=str(err))
+            self.invalid[key] = str(err)
+        self.entries[key] = Entry(obj, value)
+        self.notify(self.kind, key, obj)
+
+    def _remove(self, key: str) -> None:
+        if self.entries.pop(key, None) is not None:
+            self.invalid.pop(key, None)
+            self.notify(self.kind, key, None)
+
+    def values(self) -> list[T]:
+        """Decoded values, in key order."""
+        return [e.value for _, e in sorted(self.entries.items()) if e.value is not None]
+
+    def raw(self, key: str) -> Obj | None:
+        """The raw object by key."""
+        entry = self.entries.get(key)
+        return entry.raw if entry is not None else None
+
+    def get(self, key: str) -> T | None:
+        """The decoded value by key."""
+        entry = self.entries.get(key)
+        return entry.value if entry is not None else None
+
+
+def is_provisionable(pod: Pod) -> bool:
+    """Upstream's rule: the scheduler said Unschedulable, unbound, not preempting, not a
+    DaemonSet or mirror pod, and still alive."""
+    return (
+        pod.unschedulable_condition
+        and not pod.node_name
+        and not pod.nominated_node_name
+        and not pod.is_daemonset_pod()
+        and not pod.is_mirror_pod()
+        and pod.is_active()
+    )
+
+
+class ClusterState:
+    """Pods, Nodes, NodeClaims, NodePools and DaemonSets as last seen by the informers."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+        self.pods: KindStore[Pod] = KindStore("Pod", decode.pod, self._notify)
+        self.nodes: KindStore[Node] = KindStore("Node", decode.node, self._notify)
+        self.nodeclaims: KindStore[NodeClaim] = KindStore(
+            "NodeClaim", decode.node_claim, self._notify
+        )
+        self.nodepools: KindStore[NodePool] = KindStore("NodePool", decode.node_pool, self._notify)
+        self.daemonsets: KindStore[DaemonSet] = KindStore(
+            "DaemonSet", decode.daemonset, self._notify
+        )
+        self.unavailable = UnavailableOfferings()
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call ``listener(kind, key, raw_or_None)`` after every change."""
+        self._listeners.append(listener)
+
+    def _notify(self, kind: str, key: str, obj: Obj | None) -> None:
+        for listener in self._listeners:
+            listener(kind, key, obj)
+
+    # ---- queries ------------------------------------------------------------------------------
+
+    def provisionable_pods(self) -> list[Pod]:
+        """Pods Karpenter should find capacity for."""
+        return [p for p in self.pods.values() if is_provisionable(p)]
+
+    def synced(self) -> bool:
+        """Every known NodeClaim has launched (has a providerID) or is going away.
+
+        Upstream waits for in-flight launches before the next pass; a claim without a
+        provider id has no known shape yet, and solving around it risks a duplicate launch.
+        """
+        return all(c.provider_id or c.deleting for c in self.nodeclaims.values())
+
+    def node_by_provider_id(self, provider_id: str) -> list[Obj]:
+        """Raw Nodes with this providerID (more than one is an error upstream reports)."""
+        return [
+            e.raw
+            for _, e in sorted(self.nodes.entries.items())
+            if (e.raw.get("spec") or {}).get("providerID") == provider_id
+        ]
+
+    def active_nodepools(self) -> list[NodePool]:
+        """NodePools that decoded and are not being deleted."""
+        return [
+            e.value
+            for _, e in sorted(self.nodepools.entries.items())
+            if e.value is not None and not _meta(e.raw).get("deletionTimestamp")
+        ]
+
+    def snapshot(self, instance_types: Mapping[str, tuple[InstanceType, ...]]) -> Cluster:
+        """An immutable core view (NodePools limited to those with instance types)."""
+        pools = tuple(p for p in self.active_nodepools() if p.name in instance_types)
+        return Cluster(
+            nodepools=pools,
+            instance_types={p.name: instance_types[p.name] for p in pools},
+            nodes=tuple(self.nodes.values()),
+            nodeclaims=tuple(self.nodeclaims.values()),
+            pods=tuple(self.pods.values()),
+            daemonsets=tuple(self.daemonsets.values()),
+            namespace_labels={
+                ns: {"kubernetes.io/metadata.name": ns}
+                for ns in sorted({p.namespace for p in self.pods.values()})
+            },
+        )

@@ -1,0 +1,150 @@
+"""The cluster mirror: informer events in, decoded values and a core snapshot out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from karpenter.core.catalogs.fake import fake_instance_types
+from karpenter.state.cluster import ClusterState, is_provisionable
+
+
+def _pod(name: str, rv: int, *, unschedulable: bool = True, **spec: Any) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if unschedulable:
+        status["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "resourceVersion": str(rv),
+        },
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}], **spec},
+        "status": status,
+    }
+
+
+def _claim(name: str, rv: int, provider_id: str = "") -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": name,
+            "resourceVersion": str(rv),
+            "labels": {"karpenter.sh/nodepool": "p"},
+        },
+        "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}},
+        "status": {"providerID": provider_id} if provider_id else {},
+    }
+
+
+def _pool(name: str, rv: int = 1, **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name, "resourceVersion": str(rv), **meta},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}}}},
+    }
+
+
+def test_events_update_values_and_notify_listeners() -> None:
+    """ADDED/MODIFIED/DELETED keep the decoded pods current and each change is announced."""
+    state = ClusterState()
+    heard: list[tuple[str, str, bool]] = []
+    state.subscribe(lambda kind, key, obj: heard.append((kind, key, obj is not None)))
+    state.pods.apply("ADDED", _pod("a", 1))
+    state.pods.apply("MODIFIED", _pod("a", 2, unschedulable=False))
+    state.pods.apply("DELETED", _pod("a", 3))
+    assert heard == [("Pod", "ns/a", True), ("Pod", "ns/a", True), ("Pod", "ns/a", False)]
+    assert state.pods.values() == []
+
+
+def test_a_late_event_never_overwrites_a_newer_write() -> None:
+    """An older resourceVersion arriving after our own write (upsert) is ignored."""
+    state = ClusterState()
+    state.nodeclaims.upsert(_claim("c", 12, provider_id="sim://c"))
+    state.nodeclaims.apply("ADDED", _claim("c", 10))
+    claim = state.nodeclaims.get("c")
+    assert claim is not None and claim.provider_id == "sim://c"
+
+
+def test_relist_reports_objects_deleted_while_disconnected() -> None:
+    """replace() drops what the new list lacks and tells listeners."""
+    state = ClusterState()
+    deleted: list[str] = []
+    state.subscribe(lambda kind, key, obj: deleted.append(key) if obj is None else None)
+    state.pods.replace([_pod("a", 1), _pod("b", 1)])
+    state.pods.replace([_pod("b", 2)])
+    assert deleted == ["ns/a"]
+    assert [p.name for p in state.pods.values()] == ["b"]
+
+
+def test_objects_that_do_not_decode_are_kept_out_of_values() -> None:
+    """A pod with a bad quantity is recorded as invalid, not as a value."""
+    state = ClusterState()
+    bad = _pod("bad", 1)
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    state.pods.apply("ADDED", bad)
+    assert state.pods.values() == []
+    assert "invalid quantity" in state.pods.invalid["ns/bad"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        pytest.param({}, True, id="unschedulable"),
+        pytest.param({"nodeName": "n1"}, False, id="bound"),
+        pytest.param({"unschedulable": False}, False, id="not-yet-judged-by-scheduler"),
+        pytest.param({"daemonset": True}, False, id="daemonset-pod"),
+        pytest.param({"mirror": True}, False, id="mirror-pod"),
+        pytest.param({"nominated": "n2"}, False, id="preempting"),
+        pytest.param({"deleting": True}, False, id="deleting"),
+    ],
+)
+def test_provisionable_pods(changes: dict[str, Any], expected: bool) -> None:
+    """Upstream's IsProvisionable: Unschedulable, unbound, not nominated, not DS/mirror."""
+    spec = {"nodeName": changes["nodeName"]} if "nodeName" in changes else {}
+    obj = _pod("p", 1, unschedulable=changes.get("unschedulable", True), **spec)
+    if changes.get("daemonset"):
+        obj["metadata"]["ownerReferences"] = [
+            {"kind": "DaemonSet", "name": "ds", "apiVersion": "apps/v1"}
+        ]
+    if changes.get("mirror"):
+        obj["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "x"}
+    if "nominated" in changes:
+        obj["status"]["nominatedNodeName"] = changes["nominated"]
+    if changes.get("deleting"):
+        obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    state = ClusterState()
+    state.pods.apply("ADDED", obj)
+    pod = state.pods.get("ns/p")
+    assert pod is not None and is_provisionable(pod) is expected
+
+
+def test_synced_waits_for_every_claim_to_launch() -> None:
+    """A NodeClaim without a providerID makes the mirror unsynced (no solving around it)."""
+    state = ClusterState()
+    state.nodeclaims.apply("ADDED", _claim("c1", 1, provider_id="sim://c1"))
+    assert state.synced()
+    state.nodeclaims.apply("ADDED", _claim("c2", 2))
+    assert not state.synced()
+
+
+def test_snapshot_has_pools_with_types_and_skips_deleting_pools() -> None:
+    """The core snapshot lists active NodePools that have instance types, plus pods/claims."""
+    state = ClusterState()
+    state.nodepools.apply("ADDED", _pool("keep"))
+    state.nodepools.apply("ADDED", _pool("gone", deletionTimestamp="2026-01-01T00:00:00Z"))
+    state.nodepools.apply("ADDED", _pool("untyped"))
+    state.pods.apply("ADDED", _pod("a", 1))
+    types = fake_instance_types(2)
+    cluster = state.snapshot({"keep": types, "gone": types})
+    assert [p.name for p in cluster.nodepools] == ["keep"]
+    assert cluster.instance_types == {"keep": types}
+    assert [p.name for p in cluster.pods] == ["a"]

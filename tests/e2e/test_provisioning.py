@@ -1,0 +1,219 @@
+"""The controller on a real control plane: pending pods become NodeClaims, Nodes, bound pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+import pytest
+
+from karpenter.aio.clock import RealClock
+from karpenter.cloud.provider import OfferingRef
+from karpenter.cloud.simulated import SimulatedCloud
+from karpenter.core.model import labels as lbl
+from karpenter.kube import client as kc
+from karpenter.kube import codec, errors
+from karpenter.operator import Operator
+from tests.e2e import harness
+from tests.e2e.conftest import ControlPlane
+
+pytestmark = pytest.mark.e2e
+
+
+def _ready(claim: dict[str, Any]) -> bool:
+    return all(
+        codec.condition_true(claim, c) for c in ("Launched", "Registered", "Initialized", "Ready")
+    )
+
+
+@pytest.mark.asyncio
+async def test_pending_pods_get_nodes_and_are_bound(control_plane: ControlPlane) -> None:
+    """Unschedulable pods → NodeClaims → Nodes → the kube-scheduler binds every pod."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        for i in range(6):
+            await kube.create(kc.PODS, harness.pod(f"web-{i}", pool), ns)
+
+        async def all_bound() -> bool:
+            pods, _ = await kube.list(kc.PODS, ns)
+            return len(pods) == 6 and all(p["spec"].get("nodeName") for p in pods)
+
+        await harness.eventually(all_bound, "the scheduler to bind all six pods")
+
+        claims = await harness.claims_of(kube, pool)
+        assert 1 <= len(claims) <= 3
+        pool_obj = await kube.get(kc.NODEPOOLS, pool)
+        for claim in claims:
+            meta = claim["metadata"]
+            assert meta["name"].startswith(f"{pool}-")
+            assert meta["ownerReferences"][0]["uid"] == pool_obj["metadata"]["uid"]
+            assert meta["labels"][lbl.NODEPOOL] == pool
+            assert lbl.NODEPOOL_HASH in meta["annotations"]
+            assert lbl.FINALIZER_TERMINATION in meta["finalizers"]
+            assert _ready(claim), claim["status"]
+            node = await kube.get(kc.NODES, claim["status"]["nodeName"])
+            labels = node["metadata"]["labels"]
+            assert labels[lbl.REGISTERED] == "true"
+            assert labels[lbl.INITIALIZED] == "true"
+            assert labels[lbl.NODEPOOL] == pool
+            assert node["spec"]["providerID"] == claim["status"]["providerID"]
+            taints = {t["key"] for t in node["spec"].get("taints", [])}
+            assert lbl.TAINT_UNREGISTERED not in taints
+            assert harness.POOL_KEY in taints
+        assert op.provisioner.passes
+        await _assert_observable(op, pool)
+
+        nodes = [c["status"]["nodeName"] for c in claims]
+        await harness.cleanup(kube, pool, ns)
+        for name in nodes:
+            with pytest.raises(errors.NotFound):
+                await kube.get(kc.NODES, name)
+
+
+async def _assert_observable(op: Operator, pool: str) -> None:
+    assert op.ports is not None
+    metrics_port, health_port = op.ports
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{metrics_port}/metrics") as resp:
+            text = await resp.text()
+        async with http.get(f"http://127.0.0.1:{health_port}/readyz") as ready:
+            assert ready.status == 200
+    created = f'karpenter_nodeclaims_created_total{{min_values_relaxed="false",nodepool="{pool}"'
+    assert created in text.replace('reason="provisioned",', "")
+    assert f'karpenter_nodes_created_total{{nodepool="{pool}"' in text
+    assert 'karpenter_cloudprovider_duration_seconds_count{controller="nodeclaim.lifecycle"' in text
+
+
+@pytest.mark.asyncio
+async def test_deleting_a_node_deletes_its_nodeclaim(control_plane: ControlPlane) -> None:
+    """A Node deleted out from under a registered NodeClaim takes the claim (and instance)
+    away."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        await kube.create(kc.PODS, harness.pod("solo", pool), ns)
+
+        async def ready_claim() -> list[dict[str, Any]]:
+            return [c for c in await harness.claims_of(kube, pool) if _ready(c)]
+
+        first = (await harness.eventually(ready_claim, "a ready NodeClaim"))[0]
+        await kube.delete(kc.NODES, first["status"]["nodeName"])
+
+        async def finalized() -> bool:
+            names = [c["metadata"]["name"] for c in await harness.claims_of(kube, pool)]
+            return first["metadata"]["name"] not in names
+
+        await harness.eventually(finalized, "the claim to be deleted and finalized")
+        assert first["metadata"]["name"] in op.termination.terminated
+        assert isinstance(op.cloud, SimulatedCloud)
+        assert first["metadata"]["name"] not in op.cloud.instances
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_unservable_pod_gets_an_event_and_no_nodeclaim(control_plane: ControlPlane) -> None:
+    """A pod no NodePool can serve gets a FailedScheduling Event from karpenter, no NodeClaim."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        body = harness.pod("lonely", pool, selector={"e2e.karpenter.test/nowhere": "true"})
+        await kube.create(kc.PODS, body, ns)
+
+        async def event() -> list[dict[str, Any]]:
+            items, _ = await kube.list(kc.EVENTS, ns)
+            return [
+                e
+                for e in items
+                if e["involvedObject"]["name"] == "lonely"
+                and e["reason"] == "FailedScheduling"
+                and e.get("source", {}).get("component") == "karpenter"
+            ]
+
+        found = await harness.eventually(event, "karpenter's FailedScheduling event")
+        assert found[0]["type"] == "Warning"
+        assert "Failed to schedule pod" in found[0]["message"]
+        assert await harness.claims_of(kube, pool) == []
+        assert all(not p.created for p in op.provisioner.passes)
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_invalid_nodepool_is_rejected(control_plane: ControlPlane) -> None:
+    """The apiserver refuses a NodePool with a restricted requirement key."""
+    async with kc.connect(control_plane.kubeconfig) as kube:
+        bad = harness.nodepool(
+            harness.unique("bad"),
+            [{"key": "karpenter.sh/custom", "operator": "In", "values": ["x"]}],
+        )
+        with pytest.raises(errors.Invalid):
+            await kube.create(kc.NODEPOOLS, bad)
+
+
+@pytest.mark.asyncio
+async def test_insufficient_capacity_deletes_the_claim_and_falls_back(
+    control_plane: ControlPlane,
+) -> None:
+    """A launch refused for capacity: Event, claim deleted, offerings remembered; the next pass
+    uses the other NodePool and the pods are bound."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        cloud = op.cloud
+        assert isinstance(cloud, SimulatedCloud)
+        cloud.advertise_unavailable = False  # the solver learns about it only from the launch
+        cloud.mark_unavailable(
+            OfferingRef(it.name, o.zone, o.capacity_type)
+            for it in cloud.catalog
+            for o in it.offerings
+            if o.zone == "test-zone-1"
+        )
+        group = harness.unique("ice")
+        zone1, zone2 = f"{group}-z1", f"{group}-z2"
+        zone = "topology.kubernetes.io/zone"
+        await kube.create(
+            kc.NODEPOOLS,
+            harness.nodepool(
+                zone1,
+                [{"key": zone, "operator": "In", "values": ["test-zone-1"]}],
+                group=group,
+                weight=100,
+            ),
+        )
+        await kube.create(
+            kc.NODEPOOLS,
+            harness.nodepool(
+                zone2, [{"key": zone, "operator": "In", "values": ["test-zone-2"]}], group=group
+            ),
+        )
+        ns = await harness.namespace(kube)
+        for i in range(2):
+            await kube.create(kc.PODS, harness.pod(f"p-{i}", group), ns)
+
+        async def bound() -> bool:
+            pods, _ = await kube.list(kc.PODS, ns)
+            return len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods)
+
+        await harness.eventually(bound, "pods bound after the capacity error")
+        assert await harness.claims_of(kube, zone1) == []
+        assert len(await harness.claims_of(kube, zone2)) == 1
+        remembered = op.state.unavailable.active(RealClock().now())
+        assert ("fake-it-0", "test-zone-1", "spot") in remembered
+        events, _ = await kube.list(kc.EVENTS, "default")
+        ice = [e for e in events if e["reason"] == "InsufficientCapacityError"]
+        assert any(e["involvedObject"]["name"].startswith(f"{zone1}-") for e in ice)
+        await harness.cleanup(kube, zone2, ns)
+        await kube.delete(kc.NODEPOOLS, zone1)
