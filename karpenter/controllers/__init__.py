@@ -1,0 +1,1 @@
+"""Controllers: thin reconcile loops over the core and the cloud provider."""
