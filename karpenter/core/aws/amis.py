@@ -27,16 +27,17 @@ class Image:
     architecture: str
     creation_date: str
     deprecation_time: str = ""
-    variant: str = "standard"
+    variant: str = ""  # standard | nvidia | neuron for alias AMIs; "" (arch only) otherwise
 
 
 def requirements(image: Image) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
-    """Arch plus the variant's GPU/accelerator requirements (unknown arch: variant only)."""
+    """Arch plus, for alias AMIs, the variant's GPU/accelerator requirements."""
     out: list[tuple[str, str, tuple[str, ...]]] = []
     arch = _ARCH.get(image.architecture)
     if arch:
         out.append(("kubernetes.io/arch", "In", (arch,)))
-    out.extend((key, op, ()) for key, op in amifamily.variant_requirements(image.variant))
+    if image.variant:
+        out.extend((key, op, ()) for key, op in amifamily.variant_requirements(image.variant))
     return tuple(out)
 
 

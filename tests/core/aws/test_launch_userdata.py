@@ -25,7 +25,7 @@ PRICES = {
     "g4dn.xlarge": 0.526,
     "m5.metal": 4.6,
 }
-STD = amis.Image("ami-std", "al2023-std", "x86_64", "2026-01-02T00:00:00Z")
+STD = amis.Image("ami-std", "al2023-std", "x86_64", "2026-01-02T00:00:00Z", variant="standard")
 GPU = amis.Image("ami-gpu", "al2023-gpu", "x86_64", "2026-01-02T00:00:00Z", variant="nvidia")
 
 
