@@ -1,0 +1,21 @@
+"""EC2NodeClass values for the moto tests: discovery-tag selectors by default, overrides on top."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from karpenter.core.aws import nodeclass as nc
+
+DISCOVERY = nc.SelectorTerm(tags={"karpenter.sh/discovery": "demo"})
+
+
+def node_class(name: str = "default", **spec: Any) -> nc.EC2NodeClass:
+    """An al2023@latest class selecting the discovery-tagged subnets and groups."""
+    base = nc.Spec(
+        subnet_selector_terms=(DISCOVERY,),
+        security_group_selector_terms=(DISCOVERY,),
+        ami_selector_terms=(nc.SelectorTerm(alias="al2023@latest"),),
+        role="KarpenterNodeRole-demo",
+    )
+    return nc.EC2NodeClass(name, replace(base, **spec), uid=f"uid-{name}")
