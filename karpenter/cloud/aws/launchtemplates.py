@@ -115,14 +115,22 @@ class LaunchTemplates:
                     "InvalidLaunchTemplateName.NotFound",
                 ):
                     raise
-                tag_list = [{"Key": k, "Value": v} for k, v in sorted(content.tags.items())]
-                await self._ec2.create_launch_template(
-                    LaunchTemplateName=name,
-                    LaunchTemplateData=content.data(),
-                    TagSpecifications=[{"ResourceType": "launch-template", "Tags": tag_list}],
-                )
+                await self._create(name, content)
         self._used[name] = now
         return name
+
+    async def _create(self, name: str, content: Content) -> None:
+        tag_list = [{"Key": k, "Value": v} for k, v in sorted(content.tags.items())]
+        try:
+            await self._ec2.create_launch_template(
+                LaunchTemplateName=name,
+                LaunchTemplateData=content.data(),
+                TagSpecifications=[{"ResourceType": "launch-template", "Tags": tag_list}],
+            )
+        except Exception as err:
+            # a concurrent launch with the same content created it first: same name, same data
+            if errors.code(err) != "InvalidLaunchTemplateName.AlreadyExistsException":
+                raise
 
     def invalidate(self, name: str) -> None:
         """Forget a name without deleting it in EC2 (it was not found on launch)."""

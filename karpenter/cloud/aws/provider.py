@@ -86,12 +86,13 @@ class AWSCloudProvider:
 
     def catalog(self, node_class: nc.EC2NodeClass) -> tuple[InstanceType, ...]:
         """The NodeClass's instance types now (memoized until status, prices or ICE change)."""
+        # specs hold dicts (unhashable): their repr is a cheap, exact key
         key = (
             node_class.name,
-            node_class.spec,
-            node_class.status,
+            repr(node_class.spec),
+            repr(node_class.status),
             id(self.prices),
-            self.unavailable.seq,
+            self.unavailable.active(self.now()),
         )
         found = self._catalogs.get(key)
         if found is None:

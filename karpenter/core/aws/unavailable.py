@@ -44,6 +44,12 @@ class UnavailableOfferings:
         until = self._offerings.get(self.key(capacity_type, instance_type, zone))
         return until is not None and until > now
 
+    def active(self, now: float) -> frozenset[str]:
+        """Keys hidden at ``now`` (capacity types as ``<type>:*``): a cache key for catalogues."""
+        hidden = {k for k, until in self._offerings.items() if until > now}
+        hidden |= {f"{k}:*" for k, until in self._capacity_types.items() if until > now}
+        return frozenset(hidden)
+
     def cleanup(self, now: float) -> None:
         """Forget expired entries (upstream runs this every 10s)."""
         for table in (self._offerings, self._capacity_types):

@@ -19,3 +19,28 @@ def node_class(name: str = "default", **spec: Any) -> nc.EC2NodeClass:
         role="KarpenterNodeRole-demo",
     )
     return nc.EC2NodeClass(name, replace(base, **spec), uid=f"uid-{name}")
+
+
+class NodeClasses:
+    """An in-memory NodeClassSource."""
+
+    def __init__(self, *items: nc.EC2NodeClass) -> None:
+        self.items = {i.name: i for i in items}
+
+    async def get(self, name: str) -> nc.EC2NodeClass | None:
+        """The class by name."""
+        return self.items.get(name)
+
+    def put(self, item: nc.EC2NodeClass) -> None:
+        """Add or replace a class."""
+        self.items[item.name] = item
+
+
+class Clock:
+    """A settable wall clock (seconds)."""
+
+    def __init__(self, t: float = 1_800_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t

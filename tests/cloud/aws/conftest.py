@@ -50,6 +50,7 @@ class Capacity:
 
     empty: set[tuple[str, str]] = field(default_factory=set)
     fleet_calls: int = 0
+    last_pools: list[tuple[str, str]] = field(default_factory=list)  # last CreateFleet's pools
 
 
 @functools.cache
@@ -62,7 +63,7 @@ def _session() -> aioboto3.Session:
 
 def _rewrite_fleet(
     params: list[tuple[str, str]], empty: set[tuple[str, str]]
-) -> tuple[list[tuple[str, str]], list[dict[str, str]]]:
+) -> tuple[list[tuple[str, str]], list[dict[str, str]], list[tuple[str, str]]]:
     """Drop overrides of empty pools and renumber the rest; return the dropped pools."""
     overrides: dict[tuple[str, str], dict[str, str]] = {}
     other = []
@@ -73,11 +74,13 @@ def _rewrite_fleet(
         else:
             other.append((key, value))
     dropped = []
+    requested: list[tuple[str, str]] = []
     kept: dict[str, list[dict[str, str]]] = {}
     for (config, _), fields in sorted(
         overrides.items(), key=lambda kv: (int(kv[0][0]), int(kv[0][1]))
     ):
         pool = (fields.get("InstanceType", ""), fields.get("AvailabilityZone", ""))
+        requested.append(pool)
         if pool in empty:
             dropped.append({**fields, "config": config})
         else:
@@ -87,7 +90,7 @@ def _rewrite_fleet(
             other.extend(
                 (f"LaunchTemplateConfigs.{config}.Overrides.{n}.{k}", v) for k, v in fields.items()
             )
-    return other, dropped
+    return other, dropped, requested
 
 
 def _error_items(dropped: list[dict[str, str]], lifecycle: str) -> str:
@@ -121,7 +124,7 @@ def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPSe
             if body.startswith(b"Action=CreateFleet"):
                 capacity.fleet_calls += 1
                 params = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
-                params, dropped = _rewrite_fleet(params, capacity.empty)
+                params, dropped, capacity.last_pools = _rewrite_fleet(params, capacity.empty)
                 lifecycle = dict(params).get(
                     "TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand"
                 )
@@ -232,6 +235,7 @@ async def clients(moto: Moto, account: Account) -> AsyncIterator[aws_clients.Cli
     """
     moto.capacity.empty.clear()
     moto.capacity.fleet_calls = 0
+    moto.capacity.last_pools = []
     async with aws_clients.open_clients(REGION, moto.proxy_url, _session()) as c:
         yield c
 
