@@ -16,7 +16,7 @@ from karpenter.cloud.provider import (
 )
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws import userdata
-from tests.cloud.aws.conftest import Moto
+from tests.cloud.aws.conftest import Account, Moto
 from tests.cloud.aws.fixtures import Env, claim, env, prices
 
 __all__ = ("env", "prices")
@@ -31,7 +31,7 @@ async def describe(e: Env, provider_id: str) -> dict[str, object]:
 
 
 @pytest.mark.asyncio
-async def test_on_demand_launch(env: Env, cluster: str) -> None:
+async def test_on_demand_launch(env: Env, cluster: str, account: Account) -> None:
     """The cheapest on-demand type launches with tags, a named launch template and user data."""
     got = await env.provider.create(claim("default-1", *SAME_PODS))
     assert got.launched and got.provider_id.startswith("aws:///us-east-1")
@@ -56,6 +56,7 @@ async def test_on_demand_launch(env: Env, cluster: str) -> None:
     assert node_config["spec"]["cluster"]["name"] == cluster
     assert node_config["spec"]["kubelet"]["config"]["maxPods"] == 29
     assert data["MetadataOptions"]["HttpTokens"] == "required"
+    assert data["NetworkInterfaces"][0]["Groups"] == [account.security_group]
 
 
 @pytest.mark.asyncio
