@@ -37,6 +37,7 @@ from karpenter.core.scheduling.taints import Taint
 from karpenter.settings import AWSSettings
 
 UNREGISTERED = Taint(lbl.TAINT_UNREGISTERED, "NoExecute")
+USER_DATA_LIMIT = 16384  # bytes EC2 accepts, decoded
 
 
 class NodeClassSource(Protocol):
@@ -160,7 +161,7 @@ class AWSCloudProvider:
                 plan = launch.plan(claim, types, node_class.status.subnets, node_class.status.amis)
             except launch.NoCapacityError as err:
                 raise InsufficientCapacityError(str(err), tuple(tried)) from None
-            result = await self._fleet(claim, node_class, plan, types, now)
+            result = await self._fleet_retrying(claim, node_class, plan, types, now)
             tried.extend(self._record(result.errors, plan.capacity_type, now))
             if result.instance_id:
                 instance = await self.instances.get(result.instance_id)
@@ -171,6 +172,24 @@ class AWSCloudProvider:
         raise InsufficientCapacityError(
             "all requested instance types were unavailable during launch", tuple(tried)
         )
+
+    async def _fleet_retrying(
+        self,
+        claim: NodeClaim,
+        node_class: nc.EC2NodeClass,
+        plan: launch.Plan,
+        types: Sequence[InstanceType],
+        now: float,
+    ) -> fleet.FleetResult:
+        """CreateFleet; a template deleted behind our back is recreated and tried once more."""
+        try:
+            return await self._fleet(claim, node_class, plan, types, now)
+        except Exception as err:
+            if errors.code(err) != errors.LAUNCH_TEMPLATE_NOT_FOUND:
+                raise
+            for name in self.launch_templates.cached:
+                self.launch_templates.invalidate(name)
+            return await self._fleet(claim, node_class, plan, types, now)
 
     def _record(
         self, errs: Sequence[fleet.FleetError], capacity_type: str, now: float
@@ -238,9 +257,15 @@ class AWSCloudProvider:
             node_class.spec.user_data,
             node_class.spec.instance_store_policy == "RAID0",
         )
+        rendered = userdata.render(family, opts)
+        if len(rendered.encode()) > USER_DATA_LIMIT:
+            raise CreateError(
+                f"user data is {len(rendered.encode())} bytes, EC2 allows {USER_DATA_LIMIT}",
+                "UserDataSizeLimitExceeded",
+            )
         return launchtemplates.Content(
             image_id=image_id,
-            user_data=userdata.render(family, opts),
+            user_data=rendered,
             instance_profile=node_class.status.instance_profile,
             security_group_ids=tuple(g.id for g in node_class.status.security_groups),
             tags=base_tags,
@@ -291,6 +316,18 @@ class AWSCloudProvider:
             allocatable=it.allocatable if it else {},
             launched=True,
             creation=inst.launch_time,
+        )
+
+    async def tag_registered(self, claim: NodeClaim, node_name: str) -> None:
+        """After registration: tag the instance Name, karpenter.sh/nodeclaim, cluster name."""
+        instance_id = tags.instance_id(claim.provider_id)
+        await self.clients.ec2.create_tags(
+            Resources=[instance_id],
+            Tags=[
+                {"Key": tags.NAME, "Value": node_name},
+                {"Key": tags.NODECLAIM, "Value": claim.name},
+                {"Key": tags.EKS_CLUSTER_NAME, "Value": self.settings.CLUSTER_NAME},
+            ],
         )
 
     # --- get / list / delete / drift ---------------------------------------------------------

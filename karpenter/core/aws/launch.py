@@ -94,6 +94,19 @@ def _cheapest(it: InstanceType, reqs: Requirements, capacity_type: str) -> float
     return min((o.price for o in _offers(it, reqs, capacity_type)), default=float("inf"))
 
 
+def _spot_cheaper_than_on_demand(
+    candidates: list[InstanceType], all_types: list[InstanceType], reqs: Requirements
+) -> list[InstanceType]:
+    """Upstream: with both capacity types allowed, spot pricier than on-demand is pointless."""
+    if any(r.min_values for r in reqs.values()):
+        return candidates
+    cheapest_od = min(
+        (_cheapest(it, reqs, lbl.CAPACITY_TYPE_ON_DEMAND) for it in all_types), default=float("inf")
+    )
+    kept = [it for it in candidates if _cheapest(it, reqs, lbl.CAPACITY_TYPE_SPOT) <= cheapest_od]
+    return kept or candidates
+
+
 def best_subnets(subnets: Sequence[Subnet]) -> dict[str, Subnet]:
     """Per zone, the subnet with the most free IPs (ties: lower id)."""
     out: dict[str, Subnet] = {}
@@ -111,11 +124,14 @@ def plan(
     """The CreateFleet plan for a claim (raises NoCapacityError)."""
     reqs = from_selector_terms(claim.requirements)
     candidates = compatible_types(claim, types)
+    types_on_demand = list(candidates)
     if not candidates:
         raise NoCapacityError("all requested instance types were unavailable during launch")
     spot = any(_offers(it, reqs, lbl.CAPACITY_TYPE_SPOT) for it in candidates)
     capacity_type = lbl.CAPACITY_TYPE_SPOT if spot else lbl.CAPACITY_TYPE_ON_DEMAND
     candidates = [it for it in candidates if _offers(it, reqs, capacity_type)]
+    if spot and reqs.get_or_exists(lbl.CAPACITY_TYPE).has(lbl.CAPACITY_TYPE_ON_DEMAND):
+        candidates = _spot_cheaper_than_on_demand(candidates, types_on_demand, reqs)
     ordinary = [it for it in candidates if not _exotic(it)]
     if ordinary:
         candidates = ordinary

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from karpenter.cloud.provider import (
+    CreateError,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
@@ -153,3 +154,37 @@ async def test_not_ready_nodeclass(env: Env) -> None:
     env.classes.put(replace(cls, status=replace(cls.status, conditions=nc.with_ready((bad,)))))
     with pytest.raises(NodeClassNotReadyError, match="did not match any Subnets"):
         await env.provider.create(claim())
+
+
+@pytest.mark.asyncio
+async def test_launch_template_deleted_behind_our_back_is_recreated(env: Env) -> None:
+    """A cached template deleted in EC2 fails CreateFleet once; it is recreated and retried."""
+    await env.provider.create(claim("default-1", *SAME_PODS))
+    (name,) = env.provider.launch_templates.cached
+    await env.clients.ec2.delete_launch_template(LaunchTemplateName=name)
+    got = await env.provider.create(claim("default-2", *SAME_PODS))
+    assert got.launched
+    out = await env.clients.ec2.describe_launch_templates(LaunchTemplateNames=[name])
+    assert len(out["LaunchTemplates"]) == 1
+
+
+@pytest.mark.asyncio
+async def test_user_data_over_limit_is_a_create_error(env: Env) -> None:
+    """User data above EC2's 16 KiB fails the launch with upstream's reason."""
+    cls = env.classes.items["default"]
+    env.classes.put(replace(cls, spec=replace(cls.spec, user_data="#" * 20000)))
+    with pytest.raises(CreateError) as info:
+        await env.provider.create(claim("default-1", *SAME_PODS))
+    assert info.value.reason == "UserDataSizeLimitExceeded"
+
+
+@pytest.mark.asyncio
+async def test_tag_after_registration(env: Env, cluster: str) -> None:
+    """Registration tagging adds Name, karpenter.sh/nodeclaim and the EKS cluster name."""
+    got = await env.provider.create(claim("default-1", *SAME_PODS))
+    await env.provider.tag_registered(got, "ip-10-0-0-1.ec2.internal")
+    tags = {t["Key"]: t["Value"] for t in (await describe(env, got.provider_id))["Tags"]}  # type: ignore[attr-defined]
+    assert tags["Name"] == "ip-10-0-0-1.ec2.internal"
+    assert tags["karpenter.sh/nodeclaim"] == "default-1"
+    seen = await env.provider.get(got.provider_id)
+    assert seen.name == "default-1"

@@ -198,3 +198,21 @@ def test_drift_order() -> None:
     assert drift.drift_reason(sn, status, AMI("ami-1"), h, h) == drift.SUBNET_DRIFT
     other_version = {**h2, awslbl.ANNOTATION_NODECLASS_HASH_VERSION: "v5"}
     assert drift.drift_reason(facts, status, AMI("ami-1"), h, other_version) == ""
+
+
+def test_spot_pricier_than_on_demand_is_dropped(ec2: dict[str, InstanceTypeInfo]) -> None:
+    """With both capacity types allowed, spot types dearer than the cheapest on-demand go."""
+    inp = catalog.CatalogInput(
+        region="us-east-1",
+        zones=dict.fromkeys(("m5.large", "c5.large"), ZONES),
+        prices=pricing.PriceTable(
+            "us-east-1",
+            {"m5.large": 0.096, "c5.large": 0.085},
+            {},
+            {"m5.large": 0.2, "c5.large": 0.03},
+        ),
+    )
+    types = catalog.build([ec2["m5.large"], ec2["c5.large"]], inp)
+    plan = launch.plan(claim(), types, SUBNETS, amis.select([STD], "2026"))
+    assert plan.capacity_type == "spot"
+    assert plan.instance_types == ("c5.large",)
