@@ -15,8 +15,8 @@ from karpenter.cloud.provider import (
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
 )
+from karpenter.core.aws import launch, userdata
 from karpenter.core.aws import nodeclass as nc
-from karpenter.core.aws import userdata
 from tests.cloud.aws.conftest import Account, Moto
 from tests.cloud.aws.fixtures import Env, claim, env, prices
 
@@ -188,3 +188,16 @@ async def test_tag_after_registration(env: Env, cluster: str) -> None:
     assert tags["karpenter.sh/nodeclaim"] == "default-1"
     seen = await env.provider.get(got.provider_id)
     assert seen.name == "default-1"
+
+
+@pytest.mark.asyncio
+async def test_launch_falls_to_next_types_when_a_whole_fleet_is_ice(env: Env, moto: Moto) -> None:
+    """Every pool of the 60 cheapest types is out: a second fleet asks for the next ones."""
+    cls = env.classes.items["default"]
+    flexible = claim("default-1")
+    first = launch.plan(flexible, env.provider.catalog(cls), cls.status.subnets, cls.status.amis)
+    assert len(first.instance_types) == launch.MAX_INSTANCE_TYPES
+    moto.capacity.empty |= {(o.instance_type, o.zone) for o in first.overrides}
+    got = await env.provider.create(flexible)
+    assert moto.capacity.fleet_calls == 2
+    assert got.labels["node.kubernetes.io/instance-type"] not in first.instance_types
