@@ -9,7 +9,7 @@ Coded against small Protocols so it runs on the kube state after merge and on a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import structlog
@@ -85,10 +85,12 @@ class InterruptionController:
                     "deleted nodeclaim on interruption", nodeclaim=claim.name, kind=message.kind
                 )
 
-    async def run(self, sqs_client: Client, queue_name: str) -> None:
-        """Poll the queue until cancelled."""
+    async def run(
+        self, sqs_client: Client, queue_name: str, sleep: Callable[[float], Awaitable[None]]
+    ) -> None:
+        """Poll the queue until cancelled (``sleep``: the injected clock's, for backoff)."""
         url = await sqs.queue_url(sqs_client, queue_name)
-        await sqs.poll_interruptions(sqs_client, url, self.handle, self.log)
+        await sqs.poll_interruptions(sqs_client, url, self.handle, self.log, sleep)
 
 
 def instance_id_of(claim: NodeClaim) -> str:

@@ -70,11 +70,24 @@ async def poll_once(
 
 
 async def poll_interruptions(
-    sqs: Client, url: str, handler: Handler, log: Any, wait_seconds: int = 20
+    sqs: Client,
+    url: str,
+    handler: Handler,
+    log: Any,
+    sleep: Callable[[float], Awaitable[None]],
+    wait_seconds: int = 20,
 ) -> None:
-    """Poll forever (until cancelled by the owning task group); errors of a round are logged."""
+    """Poll forever (until cancelled by the owning task group); errors of a round are logged.
+
+    ``sleep`` is the injected clock's: after a failed round the loop backs off (1s doubling to
+    a minute) instead of spinning on an unreachable queue.
+    """
+    backoff = 1.0
     while True:
         try:
             await poll_once(sqs, url, handler, log, wait_seconds)
+            backoff = 1.0
         except Exception as err:  # a failed round must not end interruption handling
-            log.error("receiving interruption messages failed", error=str(err))
+            log.error("receiving interruption messages failed", error=str(err), retry_in=backoff)
+            await sleep(backoff)
+            backoff = min(backoff * 2, 60.0)

@@ -172,3 +172,26 @@ async def test_already_deleting_claim_is_not_deleted_again(env: Env, cluster: st
     ctrl = InterruptionController(claims, env.provider.unavailable, env.clock, Events())
     await sqs.poll_once(env.clients.sqs, url, ctrl.handle, ctrl.log, wait_seconds=0)
     assert claims.deleted == [] and await queue_depth(env, url) == 0
+
+
+class Stop(Exception):
+    """Ends the poll loop from inside the injected sleep."""
+
+
+@pytest.mark.asyncio
+async def test_poll_loop_backs_off_on_errors(env: Env, cluster: str) -> None:
+    """An unreachable queue is logged and retried after 1s, 2s, 4s, ... (injected sleep)."""
+    url = (await env.clients.sqs.create_queue(QueueName=cluster))["QueueUrl"]
+    await env.clients.sqs.delete_queue(QueueUrl=url)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 3:
+            raise Stop
+
+    ctrl = InterruptionController(Claims(), env.provider.unavailable, env.clock, Events())
+    with structlog.testing.capture_logs() as logs, pytest.raises(Stop):
+        await sqs.poll_interruptions(env.clients.sqs, url, ctrl.handle, ctrl.log, sleep, 0)
+    assert slept == [1.0, 2.0, 4.0]
+    assert [e["event"] for e in logs].count("receiving interruption messages failed") == 3
