@@ -7,9 +7,10 @@ value the decision core takes.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from karpenter.core.model.cluster import Options
@@ -195,3 +196,54 @@ def describe_error(err: Exception) -> str:
             parts.append(f"{name}: {e['msg'].removeprefix('Value error, ')}")
         return "; ".join(parts)
     return str(err)
+
+
+# --- AWS provider settings ----------------------------------------------------------------------
+# Kept apart from the generic block above: upstream's AWS options (pkg/operator/options), read
+# from the same environment. CLUSTER_NAME and AWS_REGION are shared and live above.
+
+
+class AWSSettings(BaseSettings):
+    """AWS provider settings with upstream's names and defaults (immutable once read)."""
+
+    model_config = SettingsConfigDict(frozen=True, case_sensitive=True, extra="ignore")
+
+    CLUSTER_NAME: str = ""
+    AWS_REGION: str = "us-west-2"
+    CLUSTER_ENDPOINT: str = ""
+    CLUSTER_CA_BUNDLE: str = ""
+    ISOLATED_VPC: bool = False
+    EKS_CONTROL_PLANE: bool = False
+    VM_MEMORY_OVERHEAD_PERCENT: float = Field(default=0.075, ge=0)
+    INTERRUPTION_QUEUE: str = ""
+    RESERVED_ENIS: int = Field(default=0, ge=0)
+    DISABLE_DRY_RUN: bool = False
+    ENABLE_ZONAL_SHIFT: bool = False
+    AMI_REFRESH_INTERVAL: str = "1m"
+    SUBNET_REFRESH_INTERVAL: str = "1m"
+    AWS_FEATURE_GATES: str = "NodeClassCEL=false"
+    # Not upstream: the offline price source (see core/aws/pricing.py for the file layout).
+    AWS_PRICE_FILE: str = ""
+
+    @field_validator("CLUSTER_ENDPOINT")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        if value and not re.match(r"^[a-z][a-z0-9+.-]*://[^/]+", value):
+            raise ValueError(f"{value!r} is not an absolute URL with a host")
+        return value
+
+    @field_validator("AMI_REFRESH_INTERVAL", "SUBNET_REFRESH_INTERVAL")
+    @classmethod
+    def _interval(cls, value: str) -> str:
+        if parse_duration(value) < 60:
+            raise ValueError(f"{value!r} is below the 1m minimum")
+        return value
+
+    @field_validator(
+        "ISOLATED_VPC", "EKS_CONTROL_PLANE", "DISABLE_DRY_RUN", "ENABLE_ZONAL_SHIFT", mode="before"
+    )
+    @classmethod
+    def _flag(cls, value: object) -> object:
+        if isinstance(value, str) and value.lower() not in ("true", "false"):
+            raise ValueError(f"invalid boolean {value!r} (true or false)")
+        return value

@@ -32,7 +32,8 @@ from karpenter.core.model.storage import (
     StorageClass,
 )
 from karpenter.core.provisioning import overlays
-from karpenter.settings import Settings
+from karpenter.settings import AWSSettings, Settings, describe_error
+from karpenter.simulate import awspreset
 
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -152,12 +153,7 @@ def _decode(doc: _Doc) -> tuple[str, object]:
 
 
 def _preset(doc: _Doc, spec: simulation.CatalogSpec) -> simulation.CatalogSpec:
-    """Check a catalog preset can be built, resolving ``priceFile`` against its file."""
-    if spec.preset != "fake":
-        raise ScenarioError(
-            f"{doc.where()}: spec.preset: the {spec.preset} preset is not available yet (it "
-            "arrives with the AWS provider); use preset: fake or InstanceType documents"
-        )
+    """Resolve a catalog preset's ``priceFile`` against the file that names it."""
     if spec.price_file:
         return dataclasses.replace(spec, price_file=str(doc.base / spec.price_file))
     return spec
@@ -202,18 +198,33 @@ def load(
     return _scenario(objects, overlay_gate)
 
 
+def _aws_settings() -> AWSSettings:
+    try:
+        return AWSSettings()
+    except (ValidationError, ValueError) as err:
+        raise ScenarioError(f"invalid settings: {describe_error(err)}") from None
+
+
+def _aws(preset: simulation.CatalogSpec, aws: AWSSettings) -> tuple[InstanceType, ...]:
+    region = preset.region or aws.AWS_REGION
+    try:
+        return awspreset.instance_types(region, preset.price_file, aws)
+    except awspreset.PresetError as err:
+        raise ScenarioError(f"InstanceTypeCatalog (aws, {region}): {err}") from None
+
+
 def _catalog(objects: Mapping[str, list[object]]) -> tuple[InstanceType, ...]:
     explicit = [t for t in objects["InstanceType"] if isinstance(t, InstanceType)]
     presets = [c for c in objects["InstanceTypeCatalog"] if isinstance(c, simulation.CatalogSpec)]
-    types: list[InstanceType] = list(explicit)
-    for preset in presets:  # only fake presets get here: _preset refuses the others
-        types.extend(fake_instance_types(preset.count))
     if not explicit and not presets:
-        raise ScenarioError(
-            "no InstanceType or InstanceTypeCatalog document: the default aws preset is not "
-            "available yet (it arrives with the AWS provider); add an InstanceTypeCatalog with "
-            "preset: fake, or InstanceType documents"
-        )
+        # the contract's default: the aws preset for AWS_REGION (or us-west-2)
+        presets = [simulation.CatalogSpec("aws")]
+    types: list[InstanceType] = list(explicit)
+    for preset in presets:
+        if preset.preset == "aws":
+            types.extend(_aws(preset, _aws_settings()))
+        else:
+            types.extend(fake_instance_types(preset.count))
     names = [t.name for t in types]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

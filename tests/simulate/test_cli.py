@@ -128,7 +128,12 @@ CATALOG = (
         ),
         pytest.param(POD + "---\n" + POD, "metadata.name: duplicate Pod", id="duplicate"),
         pytest.param("a: [1,\n", "invalid YAML", id="bad-yaml"),
-        pytest.param(POD, "aws preset is not available yet", id="default-aws-preset"),
+        pytest.param(
+            "apiVersion: simulation.karpenter.sh/v1alpha1\nkind: InstanceTypeCatalog\n"
+            "spec: {preset: aws, region: nowhere-1}\n",
+            "no EC2 data",
+            id="aws-preset-unknown-region",
+        ),
         pytest.param(
             "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\nspec:\n"
             "  disruption: {budgets: [{nodes: '150%'}]}\n",

@@ -417,22 +417,25 @@ def test_bad_input_is_one_line_naming_document_and_field(text: str, fragment: st
     assert fragment in message
 
 
-@pytest.mark.parametrize(
-    ("text", "fragment"),
-    [
-        pytest.param(POD, "the default aws preset is not available yet", id="default-catalog"),
-        pytest.param(
-            CATALOG.replace("fake, count: 4", "aws"),
-            "document 1 (InstanceTypeCatalog): spec.preset: the aws preset is not available yet",
-            id="aws-preset",
-        ),
-    ],
-)
-def test_aws_preset_not_available(text: str, fragment: str) -> None:
-    """The aws preset, explicit or by default, is refused with a clear message for now."""
-    with pytest.raises(ScenarioError, match="AWS provider") as info:
-        _load(text)
-    assert fragment in str(info.value)
+def test_aws_preset_is_the_default_catalog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without catalog documents the aws preset of AWS_REGION supplies real EC2 types."""
+    monkeypatch.setenv("AWS_REGION", "us-east-2")
+    monkeypatch.setenv("AWS_PRICE_FILE", "")
+    scenario = _load(
+        POD + "---\napiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: d}\n"
+    )
+    types = {t.name: t for t in scenario.cluster.instance_types["d"]}
+    assert "m5.large" in types
+    assert types["m5.large"].requirements["topology.kubernetes.io/region"].values == {"us-east-2"}
+
+
+def test_aws_preset_bad_price_file(tmp_path: Path) -> None:
+    """A price file without the region's prices is refused, naming priceFile."""
+    (tmp_path / "p.json").write_text('{"onDemand": {"eu-west-9": {}}}')
+    text = CATALOG.replace("fake, count: 4", "aws, region: us-west-2, priceFile: p.json")
+    (tmp_path / "s.yaml").write_text(text)
+    with pytest.raises(ScenarioError, match=r"priceFile: .*no prices for us-west-2"):
+        loader.load([str(tmp_path / "s.yaml")], None)
 
 
 def test_unreadable_file(tmp_path: Path) -> None:

@@ -1,0 +1,79 @@
+"""AWS error codes: the one place that classifies them.
+
+ClientError (botocore)
+├── not found           InvalidInstanceID.NotFound, NoSuchEntity, ParameterNotFound, ...
+├── unfulfillable       InsufficientInstanceCapacity, MaxSpotInstanceCountExceeded, ... (ICE)
+├── spot SLR missing    AuthFailure.ServiceLinkedRoleCreationNotPermitted
+└── everything else     → a CreateError reason via ``launch_reason``
+"""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+NOT_FOUND = frozenset(
+    {
+        "InvalidCapacityReservationId.NotFound",
+        "InvalidInstanceID.NotFound",
+        "InvalidLaunchTemplateName.NotFoundException",
+        "InvalidLaunchTemplateId.NotFound",
+        "QueueDoesNotExist",
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "NoSuchEntity",
+        "ParameterNotFound",
+    }
+)
+UNFULFILLABLE = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "MaxSpotInstanceCountExceeded",
+        "VcpuLimitExceeded",
+        "UnfulfillableCapacity",
+        "Unsupported",
+        "InsufficientFreeAddressesInSubnet",
+        "MaxFleetCountExceeded",
+        "ReservationCapacityExceeded",
+    }
+)
+SPOT_SLR = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+LAUNCH_TEMPLATE_NOT_FOUND = "InvalidLaunchTemplateName.NotFoundException"
+_REASONS = (
+    (SPOT_SLR, "SpotSLRCreationFailed"),
+    ("Not authorized for images", "AMIAuthorizationFailure"),
+    ("UnauthorizedOperation", "Unauthorized"),
+    ("AccessDenied", "Unauthorized"),
+    ("AuthFailure", "Unauthorized"),
+    ("belong to different networks", "SecurityGroupSubnetVPCMismatch"),
+    ("iamInstanceProfile.name is invalid", "InstanceProfileNameInvalid"),
+    ("InvalidLaunchTemplateId.NotFound", "LaunchTemplateNotFound"),
+    ("User data is limited", "UserDataSizeLimitExceeded"),
+    ("InvalidAMIID.Malformed", "InvalidAMIID"),
+    ("InvalidAMIID.NotFound", "AMINotFound"),
+    ("RequestLimitExceeded", "RequestLimitExceeded"),
+    ("InternalError", "InternalError"),
+    ("MaxFleetCountExceeded", "FleetQuotaExceeded"),
+    ("PendingVerification", "AccountPendingVerification"),
+    ("MaxSpotInstanceCountExceeded", "SpotQuotaExceeded"),
+    ("VcpuLimitExceeded", "VCPULimitExceeded"),
+    ("InsufficientFreeAddressesInSubnet", "InsufficientFreeAddressesInSubnet"),
+)
+
+
+def code(err: BaseException) -> str:
+    """The AWS error code of a ClientError (``""`` for anything else)."""
+    if isinstance(err, ClientError):
+        return str(err.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def is_not_found(err: BaseException) -> bool:
+    """True when the error says the resource does not exist."""
+    return code(err) in NOT_FOUND
+
+
+def launch_reason(text: str) -> str:
+    """Upstream's CreateError reason for an error code or message (first substring hit)."""
+    for needle, reason in _REASONS:
+        if needle in text:
+            return reason
+    return "LaunchFailed"

@@ -1,0 +1,43 @@
+"""Building the AWS provider: clients, instance-type discovery, the offline price table.
+
+``open_provider`` is what the composition root (``operator.py``) calls: it opens the SDK
+clients, discovers the region's instance types (fatal on failure, as upstream), starts prices
+from ``AWS_PRICE_FILE`` or the labelled estimate (the 12-hourly refresh replaces them with the
+Pricing API's), hydrates the launch-template cache, and closes the clients on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
+
+from karpenter.cloud.aws import clients as aws_clients
+from karpenter.cloud.aws import ec2data, pricing
+from karpenter.cloud.aws.provider import AWSCloudProvider, NodeClassSource
+from karpenter.settings import AWSSettings
+
+if TYPE_CHECKING:
+    import aioboto3
+
+
+@contextlib.asynccontextmanager
+async def open_provider(
+    settings: AWSSettings,
+    nodeclasses: NodeClassSource,
+    now: Callable[[], float],
+    endpoint_url: str | None = None,
+    session: aioboto3.Session | None = None,
+    cluster_dns: str = "",
+    cluster_cidr: str = "",
+) -> AsyncIterator[AWSCloudProvider]:
+    """A ready AWSCloudProvider for ``settings.AWS_REGION``."""
+    region = settings.AWS_REGION
+    async with aws_clients.open_clients(region, endpoint_url, session) as c:
+        types = await ec2data.discover(c.ec2)
+        prices = pricing.initial_table(region, settings.AWS_PRICE_FILE, types.infos)
+        provider = AWSCloudProvider(
+            c, settings, nodeclasses, types, prices, now, cluster_dns, cluster_cidr
+        )
+        await provider.launch_templates.hydrate(now())
+        yield provider

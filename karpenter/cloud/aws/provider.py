@@ -1,0 +1,399 @@
+"""AWSCloudProvider: the CloudProvider port on EC2.
+
+Create resolves the claim's EC2NodeClass, builds the catalogue (capacity, overhead, prices,
+ICE memory), plans the fleet (``core/aws/launch.py``), ensures one launch template per
+(AMI, max pods) group and calls CreateFleet. Pools that answer with insufficient capacity are
+hidden for 3 minutes and the launch is planned again without them, up to
+``max_launch_attempts`` fleets; only then does the claim fail with InsufficientCapacity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from karpenter.cloud.aws import errors, fleet, instances, launchtemplates
+from karpenter.cloud.aws.clients import Clients
+from karpenter.cloud.aws.ec2data import RegionTypes
+from karpenter.cloud.provider import (
+    CreateError,
+    InsufficientCapacityError,
+    NodeClaimNotFoundError,
+    NodeClassNotReadyError,
+    OfferingRef,
+)
+from karpenter.core.aws import amifamily, amis, catalog, drift, launch, tags, userdata
+from karpenter.core.aws import labels as awslbl
+from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws.capacity import CapacityOptions
+from karpenter.core.aws.pricing import PriceTable
+from karpenter.core.aws.unavailable import UnavailableOfferings
+from karpenter.core.model import labels as lbl
+from karpenter.core.model.instancetype import InstanceType
+from karpenter.core.model.node import NodeClaim
+from karpenter.core.model.nodepool import NodePool
+from karpenter.core.scheduling.taints import Taint
+from karpenter.settings import AWSSettings
+
+UNREGISTERED = Taint(lbl.TAINT_UNREGISTERED, "NoExecute")
+USER_DATA_LIMIT = 16384  # bytes EC2 accepts, decoded
+
+
+class NodeClassSource(Protocol):
+    """Where the provider reads EC2NodeClasses (the kube informer, or a dict in tests)."""
+
+    async def get(self, name: str) -> nc.EC2NodeClass | None:
+        """The NodeClass by name, or None."""
+        ...
+
+
+class AWSCloudProvider:
+    """The CloudProvider port for AWS."""
+
+    def __init__(
+        self,
+        clients: Clients,
+        settings: AWSSettings,
+        nodeclasses: NodeClassSource,
+        region: RegionTypes,
+        prices: PriceTable,
+        now: Callable[[], float],
+        cluster_dns: str = "",
+        cluster_cidr: str = "",
+        max_launch_attempts: int = 3,
+    ) -> None:
+        self.clients = clients
+        self.settings = settings
+        self.nodeclasses = nodeclasses
+        self.region = region
+        self.prices = prices
+        self.now = now
+        self.cluster_dns = cluster_dns
+        self.cluster_cidr = cluster_cidr
+        self.max_launch_attempts = max_launch_attempts
+        self.unavailable = UnavailableOfferings()
+        self.instances = instances.Instances(clients.ec2, settings.CLUSTER_NAME)
+        self.fleets = fleet.Fleets(clients.ec2)
+        self.launch_templates = launchtemplates.LaunchTemplates(clients.ec2, settings.CLUSTER_NAME)
+        self._catalogs: dict[tuple[object, ...], tuple[InstanceType, ...]] = {}
+
+    @property
+    def name(self) -> str:
+        """``aws``."""
+        return "aws"
+
+    # --- catalogue ---------------------------------------------------------------------------
+
+    def catalog(self, node_class: nc.EC2NodeClass) -> tuple[InstanceType, ...]:
+        """The NodeClass's instance types now (memoized until status, prices or ICE change)."""
+        # specs hold dicts (unhashable): their repr is a cheap, exact key
+        key = (
+            node_class.name,
+            repr(node_class.spec),
+            repr(node_class.status),
+            id(self.prices),
+            self.unavailable.active(self.now()),
+        )
+        found = self._catalogs.get(key)
+        if found is None:
+            inp = catalog.CatalogInput(
+                region=self.clients.region,
+                zones=self.region.zones,
+                prices=self.prices,
+                zone_ids=self.region.zone_ids,
+                capacity=self._capacity(node_class),
+                allowed_zones=frozenset(s.zone for s in node_class.status.subnets),
+            )
+            found = catalog.build(self.region.infos, inp, self.unavailable, self.now())
+            self._catalogs = {key: found}  # one NodeClass at a time is the common case
+        return found
+
+    def _capacity(self, node_class: nc.EC2NodeClass) -> CapacityOptions:
+        family = node_class.resolved_family()
+        device = amifamily.features(family).ephemeral_device
+        size = next(
+            (
+                b.volume_size_bytes
+                for b in node_class.spec.block_device_mappings
+                if b.root_volume or b.device_name == device
+            ),
+            None,
+        )
+        return CapacityOptions(
+            vm_memory_overhead_percent=self.settings.VM_MEMORY_OVERHEAD_PERCENT,
+            reserved_enis=self.settings.RESERVED_ENIS,
+            ami_family=family,
+            kubelet=node_class.spec.kubelet,
+            ephemeral_volume_bytes=size,
+            instance_store_raid0=node_class.spec.instance_store_policy == "RAID0",
+        )
+
+    async def instance_types(self, nodepool: NodePool) -> tuple[InstanceType, ...]:
+        """The types of the NodePool's EC2NodeClass (none when it is missing)."""
+        node_class = await self.nodeclasses.get(nodepool.template.node_class_ref.name)
+        if node_class is None or node_class.deleting:
+            return ()
+        return self.catalog(node_class)
+
+    # --- create ------------------------------------------------------------------------------
+
+    async def _node_class(self, claim: NodeClaim) -> nc.EC2NodeClass:
+        node_class = await self.nodeclasses.get(claim.node_class_ref.name)
+        if node_class is None or node_class.deleting:
+            raise InsufficientCapacityError(
+                f"failed resolving NodeClass {claim.node_class_ref.name!r}"
+            )
+        if node_class.status.ready() != "True":
+            cond = node_class.status.condition(nc.COND_READY)
+            why = cond.message if cond else "Unknown"
+            raise NodeClassNotReadyError(f"EC2NodeClass {node_class.name} is not ready: {why}")
+        return node_class
+
+    async def create(self, claim: NodeClaim) -> NodeClaim:
+        """Launch one instance for the claim (see the module docstring for ICE fallback)."""
+        node_class = await self._node_class(claim)
+        tried: list[OfferingRef] = []
+        for _ in range(self.max_launch_attempts):
+            now = self.now()
+            types = self.catalog(node_class)
+            try:
+                plan = launch.plan(claim, types, node_class.status.subnets, node_class.status.amis)
+            except launch.NoCapacityError as err:
+                raise InsufficientCapacityError(str(err), tuple(tried)) from None
+            result = await self._fleet_retrying(claim, node_class, plan, types, now)
+            tried.extend(self._record(result.errors, plan.capacity_type, now))
+            if result.instance_id:
+                instance = await self.instances.get(result.instance_id)
+                return self._launched(claim, node_class, instance, types)
+            if any(e.code not in errors.UNFULFILLABLE for e in result.errors):
+                text = "; ".join(sorted({f"{e.code}: {e.message}" for e in result.errors}))
+                raise CreateError(text, errors.launch_reason(text))
+        raise InsufficientCapacityError(
+            "all requested instance types were unavailable during launch", tuple(tried)
+        )
+
+    async def _fleet_retrying(
+        self,
+        claim: NodeClaim,
+        node_class: nc.EC2NodeClass,
+        plan: launch.Plan,
+        types: Sequence[InstanceType],
+        now: float,
+    ) -> fleet.FleetResult:
+        """CreateFleet; a template deleted behind our back is recreated and tried once more."""
+        try:
+            return await self._fleet(claim, node_class, plan, types, now)
+        except Exception as err:
+            if errors.code(err) != errors.LAUNCH_TEMPLATE_NOT_FOUND:
+                raise
+            for name in self.launch_templates.cached:
+                self.launch_templates.invalidate(name)
+            return await self._fleet(claim, node_class, plan, types, now)
+
+    def _record(
+        self, errs: Sequence[fleet.FleetError], capacity_type: str, now: float
+    ) -> list[OfferingRef]:
+        refs = []
+        for err in errs:
+            if err.code == errors.SPOT_SLR:
+                self.unavailable.mark_capacity_type("spot", now)
+            elif err.code in errors.UNFULFILLABLE and err.instance_type:
+                self.unavailable.mark(capacity_type, err.instance_type, err.zone, now)
+                refs.append(OfferingRef(err.instance_type, err.zone, capacity_type))
+        return refs
+
+    async def _fleet(
+        self,
+        claim: NodeClaim,
+        node_class: nc.EC2NodeClass,
+        plan: launch.Plan,
+        types: Sequence[InstanceType],
+        now: float,
+    ) -> fleet.FleetResult:
+        pods = {it.name: it.capacity.get("pods", 0) // 1000 for it in types}
+        groups: dict[tuple[str, int], list[launch.Override]] = {}
+        for o in plan.overrides:
+            groups.setdefault((o.image_id, pods[o.instance_type]), []).append(o)
+        base_tags = tags.instance_tags(
+            node_class.spec.tags, self.settings.CLUSTER_NAME, claim.nodepool, node_class.name
+        )
+        named = []
+        for (image_id, max_pods), overrides in groups.items():
+            content = self._template(
+                claim, node_class, image_id, max_pods, plan.capacity_type, base_tags
+            )
+            named.append((await self.launch_templates.ensure(content, now), overrides))
+        req = fleet.request(plan.capacity_type, named, base_tags, node_class.spec.context)
+        return await self.fleets.create(req)
+
+    def _template(
+        self,
+        claim: NodeClaim,
+        node_class: nc.EC2NodeClass,
+        image_id: str,
+        max_pods: int,
+        capacity_type: str,
+        base_tags: Mapping[str, str],
+    ) -> launchtemplates.Content:
+        family = node_class.resolved_family()
+        labels = {**claim.labels, lbl.CAPACITY_TYPE: capacity_type}
+        if family != amifamily.CUSTOM:
+            labels[lbl.DO_NOT_SYNC_TAINTS] = "true"
+        taints = (*claim.taints, *claim.startup_taints)
+        if UNREGISTERED not in taints:
+            taints = (*taints, UNREGISTERED)
+        kubelet = node_class.spec.kubelet
+        opts = userdata.Options(
+            self.settings.CLUSTER_NAME,
+            self.settings.CLUSTER_ENDPOINT,
+            self.settings.CLUSTER_CA_BUNDLE,
+            self.cluster_cidr,
+            kubelet.cluster_dns[0] if kubelet.cluster_dns else self.cluster_dns,
+            {k: v for k, v in labels.items() if "node-restriction.kubernetes.io" not in k},
+            taints,
+            kubelet.max_pods if kubelet.max_pods is not None else max_pods,
+            kubelet,
+            node_class.spec.user_data,
+            node_class.spec.instance_store_policy == "RAID0",
+        )
+        rendered = userdata.render(family, opts)
+        if len(rendered.encode()) > USER_DATA_LIMIT:
+            raise CreateError(
+                f"user data is {len(rendered.encode())} bytes, EC2 allows {USER_DATA_LIMIT}",
+                "UserDataSizeLimitExceeded",
+            )
+        return launchtemplates.Content(
+            image_id=image_id,
+            user_data=rendered,
+            instance_profile=node_class.status.instance_profile,
+            security_group_ids=tuple(g.id for g in node_class.status.security_groups),
+            tags=base_tags,
+            block_devices=node_class.spec.block_device_mappings or _default_bdm(family),
+            metadata=node_class.spec.metadata_options,
+            capacity_type=capacity_type,
+            public_ip=node_class.spec.associate_public_ip_address,
+            detailed_monitoring=node_class.spec.detailed_monitoring,
+        )
+
+    def _launched(
+        self,
+        claim: NodeClaim,
+        node_class: nc.EC2NodeClass,
+        inst: instances.Instance,
+        types: Sequence[InstanceType],
+    ) -> NodeClaim:
+        it = next((t for t in types if t.name == inst.instance_type), None)
+        labels = dict(claim.labels)
+        if it is not None:
+            labels.update(it.requirements.single_values())
+        labels.update(
+            {
+                lbl.INSTANCE_TYPE: inst.instance_type,
+                lbl.ZONE: inst.zone,
+                lbl.CAPACITY_TYPE: inst.capacity_type,
+                lbl.NODEPOOL: claim.nodepool,
+            }
+        )
+        zone_id = self.region.zone_ids.get(inst.zone)
+        if zone_id:
+            labels[awslbl.ZONE_ID] = zone_id
+        annotations = {
+            **claim.annotations,
+            awslbl.ANNOTATION_NODECLASS_HASH: nc.static_hash(
+                node_class, self.settings.CLUSTER_CA_BUNDLE
+            ),
+            awslbl.ANNOTATION_NODECLASS_HASH_VERSION: awslbl.NODECLASS_HASH_VERSION,
+            awslbl.ANNOTATION_INSTANCE_PROFILE: node_class.status.instance_profile,
+        }
+        return replace(
+            claim,
+            labels=labels,
+            annotations=annotations,
+            provider_id=inst.provider_id,
+            image_id=inst.image_id,
+            capacity=dict(it.capacity) if it else {},
+            allocatable=it.allocatable if it else {},
+            launched=True,
+            creation=inst.launch_time,
+        )
+
+    async def tag_registered(self, claim: NodeClaim, node_name: str) -> None:
+        """After registration: tag the instance Name, karpenter.sh/nodeclaim, cluster name."""
+        instance_id = tags.instance_id(claim.provider_id)
+        await self.clients.ec2.create_tags(
+            Resources=[instance_id],
+            Tags=[
+                {"Key": tags.NAME, "Value": node_name},
+                {"Key": tags.NODECLAIM, "Value": claim.name},
+                {"Key": tags.EKS_CLUSTER_NAME, "Value": self.settings.CLUSTER_NAME},
+            ],
+        )
+
+    # --- get / list / delete / drift ---------------------------------------------------------
+
+    def _claim_of(self, inst: instances.Instance) -> NodeClaim:
+        return NodeClaim(
+            name=inst.tags.get(tags.NODECLAIM, ""),
+            nodepool=inst.tags.get(tags.NODEPOOL, ""),
+            labels={
+                lbl.INSTANCE_TYPE: inst.instance_type,
+                lbl.ZONE: inst.zone,
+                lbl.CAPACITY_TYPE: inst.capacity_type,
+                lbl.NODEPOOL: inst.tags.get(tags.NODEPOOL, ""),
+            },
+            provider_id=inst.provider_id,
+            image_id=inst.image_id,
+            launched=True,
+            creation=inst.launch_time,
+            instance_terminating=inst.state in ("shutting-down", "terminated"),
+        )
+
+    async def get(self, provider_id: str) -> NodeClaim:
+        """The instance behind a provider id; NodeClaimNotFoundError once it is gone."""
+        instance_id = tags.instance_id(provider_id)
+        if not instance_id:
+            raise NodeClaimNotFoundError(f"not an AWS provider id: {provider_id!r}")
+        return self._claim_of(await self.instances.get(instance_id))
+
+    async def list(self) -> list[NodeClaim]:
+        """Every live instance tagged for this cluster by Karpenter."""
+        return [self._claim_of(i) for i in await self.instances.list_tagged()]
+
+    async def delete(self, claim: NodeClaim) -> None:
+        """Terminate the instance; NodeClaimNotFoundError once it is gone."""
+        instance_id = tags.instance_id(claim.provider_id)
+        if not instance_id:
+            raise NodeClaimNotFoundError(f"not an AWS provider id: {claim.provider_id!r}")
+        inst = await self.instances.get(instance_id)
+        if inst.state not in ("shutting-down", "terminated"):
+            await self.instances.terminate(instance_id)
+
+    async def is_drifted(self, claim: NodeClaim) -> str:
+        """NodeClass-hash, AMI, security-group or subnet drift (``""``: none)."""
+        node_class = await self.nodeclasses.get(claim.node_class_ref.name)
+        if node_class is None:
+            return ""
+        inst = await self.instances.get(tags.instance_id(claim.provider_id))
+        it = next((t for t in self.catalog(node_class) if t.name == inst.instance_type), None)
+        expected = amis.for_instance_type(node_class.status.amis, it) if it else None
+        current = {
+            awslbl.ANNOTATION_NODECLASS_HASH: nc.static_hash(
+                node_class, self.settings.CLUSTER_CA_BUNDLE
+            ),
+            awslbl.ANNOTATION_NODECLASS_HASH_VERSION: awslbl.NODECLASS_HASH_VERSION,
+        }
+        facts = drift.InstanceFacts(inst.image_id, inst.subnet_id, inst.security_group_ids)
+        return drift.drift_reason(facts, node_class.status, expected, claim.annotations, current)
+
+
+def _default_bdm(family: str) -> tuple[nc.BlockDevice, ...]:
+    """Upstream's default volumes: 20Gi gp3 root; Bottlerocket 4Gi OS + 20Gi data; Windows 50Gi."""
+    gib = 2**30
+    if family == amifamily.CUSTOM:
+        return ()
+    if family == amifamily.BOTTLEROCKET:
+        return (nc.BlockDevice("/dev/xvda", 4 * gib), nc.BlockDevice("/dev/xvdb", 20 * gib))
+    if family in amifamily.WINDOWS:
+        return (nc.BlockDevice("/dev/sda1", 50 * gib),)
+    return (nc.BlockDevice("/dev/xvda", 20 * gib),)

@@ -1,0 +1,1 @@
+"""The AWS provider's pure parts: instance types, prices, user data, interruption messages."""

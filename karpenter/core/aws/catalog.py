@@ -1,0 +1,151 @@
+"""The AWS instance-type catalogue: EC2 descriptions + zones + prices → core InstanceTypes.
+
+The controller (from DescribeInstanceTypes/Offerings) and ``simulate``'s ``aws`` preset (from
+moto's bundled EC2 data) both come through ``build``, so a simulated node has exactly the
+capacity, overhead, labels and offerings the controller would compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from karpenter.core.aws import amifamily, capacity, ec2types
+from karpenter.core.aws import labels as awslbl
+from karpenter.core.aws.capacity import CapacityOptions
+from karpenter.core.aws.ec2types import InstanceTypeInfo
+from karpenter.core.aws.pricing import PriceTable
+from karpenter.core.aws.unavailable import UnavailableOfferings
+from karpenter.core.model import labels as lbl
+from karpenter.core.model.instancetype import InstanceType, Offering
+from karpenter.core.scheduling.requirements import Requirement, Requirements
+
+# Every key a type's requirements name: simulate and the scheduler treat them as well-known.
+WELL_KNOWN = frozenset({*awslbl.ALL, lbl.ZONE, lbl.REGION, lbl.INSTANCE_TYPE, lbl.ARCH, lbl.OS})
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogInput:
+    """Everything ``build`` needs besides the descriptions."""
+
+    region: str
+    zones: Mapping[str, tuple[str, ...]]  # instance type → zones offering it
+    prices: PriceTable
+    zone_ids: Mapping[str, str] = field(default_factory=dict)
+    capacity: CapacityOptions = field(default_factory=CapacityOptions)
+    allowed_zones: frozenset[str] | None = None  # the NodeClass's subnet zones (None: all)
+
+
+def _os(family: str, arch: str) -> tuple[str, ...]:
+    if family in amifamily.WINDOWS:
+        return ("windows",) if arch == "amd64" else ()
+    return ("linux",)
+
+
+def requirements(info: InstanceTypeInfo, zones: Iterable[str], inp: CatalogInput) -> Requirements:
+    """The type's label requirements; every AWS key it lacks becomes DoesNotExist."""
+    family = inp.capacity.ami_family
+    arch = ec2types.arch_label(info)
+    values = awslbl.instance_labels(info)
+    zone_list = sorted(zones)
+    reqs = [
+        Requirement.new(lbl.INSTANCE_TYPE, "In", [info.name]),
+        Requirement.new(lbl.ARCH, "In", [arch]),
+        Requirement.new(lbl.OS, "In", _os(family, arch)),
+        Requirement.new(lbl.ZONE, "In", zone_list),
+        Requirement.new(lbl.REGION, "In", [inp.region]),
+        Requirement.new(
+            lbl.CAPACITY_TYPE, "In", sorted(set(info.usage_classes) & {"on-demand", "spot"})
+        ),
+        Requirement.new(awslbl.TENANCY, "In", ["default"]),
+    ]
+    build = amifamily.windows_build(family)
+    reqs.append(
+        Requirement.new(lbl.WINDOWS_BUILD, "In", [build])
+        if build
+        else Requirement.new(lbl.WINDOWS_BUILD, "DoesNotExist")
+    )
+    ids = sorted({inp.zone_ids[z] for z in zone_list if z in inp.zone_ids})
+    if ids:
+        reqs.append(Requirement.new(awslbl.ZONE_ID, "In", ids))
+    for key in awslbl.ALL:
+        if key in (awslbl.TENANCY, awslbl.ZONE_ID):
+            continue
+        value = values.get(key)
+        reqs.append(
+            Requirement.new(key, "In", [value]) if value else Requirement.new(key, "DoesNotExist")
+        )
+    return Requirements(reqs)
+
+
+def offerings(
+    info: InstanceTypeInfo,
+    zones: Iterable[str],
+    inp: CatalogInput,
+    unavailable: UnavailableOfferings | None,
+    now: float,
+) -> tuple[Offering, ...]:
+    """One offering per zone × capacity type; unpriced or ICE-cached ones are unavailable."""
+    out = []
+    for zone in sorted(zones):
+        for ct in ("on-demand", "spot"):
+            if ct not in info.usage_classes:
+                continue
+            price = (
+                inp.prices.on_demand_price(info.name)
+                if ct == "on-demand"
+                else inp.prices.spot_price(info.name, zone)
+            )
+            ice = unavailable is not None and unavailable.is_unavailable(ct, info.name, zone, now)
+            out.append(
+                Offering(
+                    zone, ct, price if price is not None else 0.0, price is not None and not ice
+                )
+            )
+    return tuple(out)
+
+
+def compatible(info: InstanceTypeInfo, family: str) -> bool:
+    """NodeClass compatibility upstream applies before offering a type (a1 lacks AL2023)."""
+    return not (family == amifamily.AL2023 and info.name.startswith("a1."))
+
+
+def instance_type(
+    info: InstanceTypeInfo,
+    inp: CatalogInput,
+    unavailable: UnavailableOfferings | None = None,
+    now: float = 0.0,
+) -> InstanceType | None:
+    """One core InstanceType, or None when the type is offered in no allowed zone."""
+    zones = set(inp.zones.get(info.name, ()))
+    if inp.allowed_zones is not None:
+        zones &= inp.allowed_zones
+    if not zones:
+        return None
+    offers = offerings(info, zones, inp, unavailable, now)
+    if not compatible(info, inp.capacity.ami_family):
+        offers = tuple(Offering(o.zone, o.capacity_type, o.price, False) for o in offers)
+    return InstanceType(
+        info.name,
+        requirements(info, zones, inp),
+        offers,
+        capacity.capacity(info, inp.capacity),
+        capacity.overhead(info, inp.capacity),
+    )
+
+
+def build(
+    infos: Iterable[InstanceTypeInfo],
+    inp: CatalogInput,
+    unavailable: UnavailableOfferings | None = None,
+    now: float = 0.0,
+) -> tuple[InstanceType, ...]:
+    """The catalogue, sorted by name; undiscoverable (non-HVM, i386) types are left out."""
+    out = []
+    for info in sorted(infos, key=lambda i: i.name):
+        if not ec2types.discoverable(info) or info.vcpus <= 0:
+            continue
+        it = instance_type(info, inp, unavailable, now)
+        if it is not None and it.capacity.get("pods", 0) > 0:
+            out.append(it)
+    return tuple(out)

@@ -1,0 +1,62 @@
+"""Cloud-side drift: does a launched instance still match its EC2NodeClass?
+
+Checked in upstream's order, first hit wins: the NodeClass static hash (same hash version
+only), the AMI the status would now pick for the type, the security groups, the subnet.
+Requirement and NodePool drift are the core's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from karpenter.core.aws import labels as awslbl
+from karpenter.core.aws.nodeclass import AMI, Status
+
+NODECLASS_DRIFT = "NodeClassDrift"
+AMI_DRIFT = "AMIDrift"
+SECURITY_GROUP_DRIFT = "SecurityGroupDrift"
+SUBNET_DRIFT = "SubnetDrift"
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceFacts:
+    """What EC2 says about the claim's instance."""
+
+    image_id: str
+    subnet_id: str
+    security_group_ids: frozenset[str]
+
+
+def hash_drifted(
+    claim_annotations: Mapping[str, str], class_annotations: Mapping[str, str]
+) -> bool:
+    """Both carry hash and version, versions equal, hashes differ."""
+    keys = (awslbl.ANNOTATION_NODECLASS_HASH, awslbl.ANNOTATION_NODECLASS_HASH_VERSION)
+    if not all(k in claim_annotations and k in class_annotations for k in keys):
+        return False
+    version = awslbl.ANNOTATION_NODECLASS_HASH_VERSION
+    if claim_annotations[version] != class_annotations[version]:
+        return False
+    return claim_annotations[keys[0]] != class_annotations[keys[0]]
+
+
+def drift_reason(
+    facts: InstanceFacts,
+    status: Status,
+    expected_ami: AMI | None,
+    claim_annotations: Mapping[str, str],
+    class_annotations: Mapping[str, str],
+) -> str:
+    """The first drift reason, or ``""``. ``expected_ami``: the AMI status picks for the type."""
+    if hash_drifted(claim_annotations, class_annotations):
+        return NODECLASS_DRIFT
+    if status.amis and (expected_ami is None or expected_ami.id != facts.image_id):
+        return AMI_DRIFT
+    if status.security_groups and facts.security_group_ids != {
+        g.id for g in status.security_groups
+    }:
+        return SECURITY_GROUP_DRIFT
+    if status.subnets and facts.subnet_id not in {s.id for s in status.subnets}:
+        return SUBNET_DRIFT
+    return ""

@@ -1,0 +1,302 @@
+"""A moto server per session, an EC2 "capacity" proxy in front of it, and a seeded account.
+
+Every test talks to moto over real HTTP with real botocore (aioboto3 clients pointed at
+``endpoint_url``); nothing in the SDK is patched. Two things moto cannot do are supplied
+honestly:
+
+- Insufficient capacity. The proxy holds a set of (instance type, zone) pools with no
+  capacity. For a CreateFleet it drops those pools' overrides before forwarding (EC2 skips
+  pools it cannot fill), and adds one ``errorSet`` item per dropped pool to moto's XML answer;
+  when every pool is dropped it answers with the errors and no instances, as EC2 does. botocore
+  parses the rewritten response like any EC2 answer.
+- AWS-owned SSM public parameters (``/aws/service/eks/...``). PutParameter refuses the
+  reserved ``/aws`` prefix, so the test seeds them into moto's in-process SSM backend, the way
+  moto itself preloads ``/aws/service/ami-amazon-linux-latest``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import functools
+import http.client
+import http.server
+import threading
+import urllib.parse
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aioboto3
+import pytest
+import pytest_asyncio
+from moto.server import ThreadedMotoServer
+from moto.ssm.models import Parameter, ssm_backends
+
+from karpenter.cloud.aws import clients as aws_clients
+from karpenter.cloud.aws import ec2data
+from karpenter.cloud.aws.ec2data import RegionTypes
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+CLUSTER = "demo"
+K8S = "1.31"
+
+
+@dataclass
+class Capacity:
+    """Pools (instance type, zone) without capacity, shared with the proxy thread."""
+
+    empty: set[tuple[str, str]] = field(default_factory=set)
+    fleet_calls: int = 0
+    last_pools: list[tuple[str, str]] = field(default_factory=list)  # last CreateFleet's pools
+
+
+@functools.cache
+def _session() -> aioboto3.Session:
+    # one session for the run: botocore then loads each service model once
+    return aioboto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION
+    )
+
+
+def _rewrite_fleet(
+    params: list[tuple[str, str]], empty: set[tuple[str, str]]
+) -> tuple[list[tuple[str, str]], list[dict[str, str]], list[tuple[str, str]]]:
+    """Drop overrides of empty pools and renumber the rest; return the dropped pools."""
+    overrides: dict[tuple[str, str], dict[str, str]] = {}
+    other = []
+    for key, value in params:
+        parts = key.split(".")
+        if len(parts) >= 5 and parts[0] == "LaunchTemplateConfigs" and parts[2] == "Overrides":
+            overrides.setdefault((parts[1], parts[3]), {})[".".join(parts[4:])] = value
+        else:
+            other.append((key, value))
+    dropped = []
+    requested: list[tuple[str, str]] = []
+    kept: dict[str, list[dict[str, str]]] = {}
+    for (config, _), fields in sorted(
+        overrides.items(), key=lambda kv: (int(kv[0][0]), int(kv[0][1]))
+    ):
+        pool = (fields.get("InstanceType", ""), fields.get("AvailabilityZone", ""))
+        requested.append(pool)
+        if pool in empty:
+            dropped.append({**fields, "config": config})
+        else:
+            kept.setdefault(config, []).append(fields)
+    for config, items in kept.items():
+        for n, fields in enumerate(items, 1):
+            other.extend(
+                (f"LaunchTemplateConfigs.{config}.Overrides.{n}.{k}", v) for k, v in fields.items()
+            )
+    return other, dropped, requested
+
+
+def _error_items(dropped: list[dict[str, str]], lifecycle: str) -> str:
+    items = []
+    for d in dropped:
+        items.append(
+            "<item><launchTemplateAndOverrides><overrides>"
+            f"<instanceType>{d.get('InstanceType', '')}</instanceType>"
+            f"<subnetId>{d.get('SubnetId', '')}</subnetId>"
+            f"<availabilityZone>{d.get('AvailabilityZone', '')}</availabilityZone>"
+            "</overrides></launchTemplateAndOverrides>"
+            f"<lifecycle>{lifecycle}</lifecycle>"
+            "<errorCode>InsufficientInstanceCapacity</errorCode>"
+            "<errorMessage>We currently do not have sufficient capacity in the "
+            "Availability Zone you requested.</errorMessage>"
+            "</item>"
+        )
+    return "<errorSet>" + "".join(items) + "</errorSet>"
+
+
+def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPServer:
+    target = urllib.parse.urlparse(upstream)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # keep test output quiet
+            pass
+
+        def _forward(self, method: str) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            extra = ""
+            if body.startswith(b"Action=CreateFleet"):
+                capacity.fleet_calls += 1
+                params = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
+                params, dropped, capacity.last_pools = _rewrite_fleet(params, capacity.empty)
+                lifecycle = dict(params).get(
+                    "TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand"
+                )
+                if dropped:
+                    extra = _error_items(dropped, lifecycle)
+                    if not any(".Overrides." in k for k, _ in params):
+                        return self._reply(
+                            200,
+                            '<?xml version="1.0" encoding="UTF-8"?><CreateFleetResponse '
+                            'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId>'
+                            f"<fleetId>fleet-ice</fleetId>{extra}<fleetInstanceSet/></CreateFleetResponse>",
+                        )
+                body = urllib.parse.urlencode(params).encode()
+            conn = http.client.HTTPConnection(
+                target.hostname or "127.0.0.1", target.port, timeout=60
+            )
+            headers = {
+                k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")
+            }
+            headers["Content-Length"] = str(len(body))
+            conn.request(method, self.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read().decode()
+            conn.close()
+            if extra:
+                data = data.replace("<fleetInstanceSet>", extra + "<fleetInstanceSet>", 1)
+            self._reply(resp.status, data, resp.getheader("Content-Type") or "text/xml")
+
+        def _reply(self, status: int, text: str, ctype: str = "text/xml") -> None:
+            raw = text.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_POST(self) -> None:
+            self._forward("POST")
+
+        def do_GET(self) -> None:
+            self._forward("GET")
+
+    return http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+
+@dataclass
+class Moto:
+    url: str  # moto itself
+    proxy_url: str  # the capacity proxy in front of it
+    capacity: Capacity
+
+
+@pytest.fixture(scope="session")
+def moto() -> Iterator[Moto]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    capacity = Capacity()
+    proxy = make_proxy(url, capacity)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Moto(url, f"http://127.0.0.1:{proxy.server_address[1]}", capacity)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def region_types(moto: Moto) -> RegionTypes:
+    """DescribeInstanceTypes/Offerings/AZs against moto, once per session."""
+
+    async def discover() -> RegionTypes:
+        async with aws_clients.open_clients(REGION, moto.url, _session()) as c:
+            return await ec2data.discover(c.ec2)
+
+    return asyncio.run(discover())
+
+
+def seed_ssm(name: str, value: str) -> None:
+    """Add an AWS-owned public parameter to moto's SSM backend (see module docstring)."""
+    backend = ssm_backends[ACCOUNT][REGION]
+    backend._parameters[name].append(
+        Parameter(  # type: ignore[abstract]  # moto's CloudFormation mixin; constructed as moto does
+            account_id=ACCOUNT,
+            name=name,
+            value=value,
+            parameter_type="String",
+            description=None,
+            allowed_pattern=None,
+            keyid=None,
+            last_modified_date=dt.datetime.now(dt.UTC),  # noqa: TID251 - moto's own record
+            version=1,
+            data_type="text",
+        )
+    )
+
+
+@pytest_asyncio.fixture
+async def clients(moto: Moto, account: Account) -> AsyncIterator[aws_clients.Clients]:
+    """Clients of the seeded moto account, through the capacity proxy.
+
+    The account is seeded once per session (resetting moto per test costs seconds); tests
+    stay independent by using their own cluster name (``cluster``), which scopes every tag,
+    instance profile and launch template they create.
+    """
+    moto.capacity.empty.clear()
+    moto.capacity.fleet_calls = 0
+    moto.capacity.last_pools = []
+    async with aws_clients.open_clients(REGION, moto.proxy_url, _session()) as c:
+        yield c
+
+
+@dataclass(frozen=True)
+class Account:
+    """What ``account`` created: the ids tests select and assert on."""
+
+    subnets: dict[str, str]  # zone -> subnet id (tagged for discovery)
+    security_group: str
+    ami_standard: str
+    ami_nvidia: str
+    ami_custom: str
+    role: str = "KarpenterNodeRole-demo"
+
+
+async def _image(ec2: Any, name: str) -> str:
+    base = await ec2.describe_images(
+        Owners=["amazon"], Filters=[{"Name": "architecture", "Values": ["x86_64"]}]
+    )
+    source = next(i["ImageId"] for i in base["Images"] if i.get("Platform") != "windows")
+    run = await ec2.run_instances(ImageId=source, MinCount=1, MaxCount=1, InstanceType="t3.micro")
+    instance_id = run["Instances"][0]["InstanceId"]
+    image = await ec2.create_image(InstanceId=instance_id, Name=name)
+    await ec2.terminate_instances(InstanceIds=[instance_id])
+    return str(image["ImageId"])
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest) -> str:
+    """A cluster name of the test's own."""
+    return f"demo-{abs(hash(request.node.nodeid)) % 10**8}"
+
+
+@pytest.fixture(scope="session")
+def account(moto: Moto) -> Account:
+    """Two discovery-tagged subnets, a security group, AMIs behind al2023@latest, a role."""
+
+    async def seed() -> Account:
+        async with aws_clients.open_clients(REGION, moto.url, _session()) as c:
+            return await _seed(c)
+
+    return asyncio.run(seed())
+
+
+async def _seed(clients: aws_clients.Clients) -> Account:
+    ec2 = clients.ec2
+    subnets: dict[str, str] = {}
+    for s in (await ec2.describe_subnets())["Subnets"]:
+        if s["AvailabilityZone"] in ("us-east-1a", "us-east-1b"):
+            subnets[s["AvailabilityZone"]] = s["SubnetId"]
+    discovery = [{"Key": "karpenter.sh/discovery", "Value": CLUSTER}]
+    await ec2.create_tags(Resources=sorted(subnets.values()), Tags=discovery)
+    vpc = (await ec2.describe_vpcs())["Vpcs"][0]["VpcId"]
+    sg = await ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc)
+    await ec2.create_tags(Resources=[sg["GroupId"]], Tags=discovery)
+    standard = await _image(ec2, "amazon-eks-node-al2023-x86_64-standard-1.31-v20261101")
+    nvidia = await _image(ec2, "amazon-eks-node-al2023-x86_64-nvidia-1.31-v20261101")
+    custom = await _image(ec2, "team-golden-image")
+    base = f"/aws/service/eks/optimized-ami/{K8S}/amazon-linux-2023/x86_64"
+    seed_ssm(f"{base}/standard/recommended/image_id", standard)
+    seed_ssm(f"{base}/nvidia/recommended/image_id", nvidia)
+    await clients.iam.create_role(RoleName="KarpenterNodeRole-demo", AssumeRolePolicyDocument="{}")
+    return Account(subnets, sg["GroupId"], standard, nvidia, custom)

@@ -1,0 +1,203 @@
+"""AWSCloudProvider against moto: on-demand and spot launches, ICE fallback, batching, delete."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from dataclasses import replace
+
+import pytest
+
+from karpenter.cloud.provider import (
+    CreateError,
+    InsufficientCapacityError,
+    NodeClaimNotFoundError,
+    NodeClassNotReadyError,
+)
+from karpenter.core.aws import launch, userdata
+from karpenter.core.aws import nodeclass as nc
+from tests.cloud.aws.conftest import Account, Moto
+from tests.cloud.aws.fixtures import Env, claim, env, prices
+
+__all__ = ("env", "prices")
+
+ON_DEMAND = ("m5.large", "c5.large", "m5.xlarge")
+SAME_PODS = ("m5.large", "c5.large")  # 29 pods each: one launch template (LTs group by max pods)
+
+
+async def describe(e: Env, provider_id: str) -> dict[str, object]:
+    out = await e.clients.ec2.describe_instances(InstanceIds=[provider_id.rsplit("/", 1)[1]])
+    return out["Reservations"][0]["Instances"][0]  # type: ignore[no-any-return]
+
+
+@pytest.mark.asyncio
+async def test_on_demand_launch(env: Env, cluster: str, account: Account) -> None:
+    """The cheapest on-demand type launches with tags, a named launch template and user data."""
+    got = await env.provider.create(claim("default-1", *SAME_PODS))
+    assert got.launched and got.provider_id.startswith("aws:///us-east-1")
+    assert got.labels["node.kubernetes.io/instance-type"] == "c5.large"
+    assert got.labels["karpenter.sh/capacity-type"] == "on-demand"
+    assert got.labels["karpenter.k8s.aws/instance-family"] == "c5"
+    assert got.labels["topology.k8s.aws/zone-id"].startswith("use1-az")
+    assert got.capacity["pods"] == 29_000 and got.allocatable["cpu"] == 1930
+    assert got.annotations["karpenter.k8s.aws/ec2nodeclass-hash-version"] == "v6"
+    raw = await describe(env, got.provider_id)
+    tags = {t["Key"]: t["Value"] for t in raw["Tags"]}  # type: ignore[attr-defined]
+    assert tags[f"kubernetes.io/cluster/{cluster}"] == "owned"
+    assert tags["karpenter.sh/nodepool"] == "default"
+    assert tags["karpenter.k8s.aws/ec2nodeclass"] == "default"
+    assert tags["eks:eks-cluster-name"] == cluster
+    (name,) = env.provider.launch_templates.cached
+    assert name.startswith("karpenter.k8s.aws/")
+    versions = await env.clients.ec2.describe_launch_template_versions(LaunchTemplateName=name)
+    data = versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    text = base64.b64decode(data["UserData"]).decode()
+    node_config = json.loads(text.split(userdata.NODEADM_MARKER, 1)[1].split("\n--//", 1)[0])
+    assert node_config["spec"]["cluster"]["name"] == cluster
+    assert node_config["spec"]["kubelet"]["config"]["maxPods"] == 29
+    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    assert data["NetworkInterfaces"][0]["Groups"] == [account.security_group]
+
+
+@pytest.mark.asyncio
+async def test_spot_launch(env: Env) -> None:
+    """A claim allowing spot launches spot (price-capacity-optimized) when spot is offered."""
+    got = await env.provider.create(claim("default-1", *ON_DEMAND, capacity="any"))
+    assert got.labels["karpenter.sh/capacity-type"] == "spot"
+    raw = await describe(env, got.provider_id)
+    assert raw["InstanceLifecycle"] == "spot"
+
+
+@pytest.mark.asyncio
+async def test_ice_falls_to_next_pool_and_is_remembered(env: Env, moto: Moto) -> None:
+    """ICE on the cheapest type: EC2 fills from the next, and the pool is hidden for 3 minutes."""
+    moto.capacity.empty |= {("c5.large", "us-east-1a"), ("c5.large", "us-east-1b")}
+    got = await env.provider.create(claim("default-1", *ON_DEMAND))
+    assert got.labels["node.kubernetes.io/instance-type"] == "m5.large"
+    now = env.clock()
+    ice = env.provider.unavailable
+    assert ice.is_unavailable("on-demand", "c5.large", "us-east-1a", now)
+    assert not ice.is_unavailable("spot", "c5.large", "us-east-1a", now)
+    # the next launch does not even ask for the ICE'd pools
+    await env.provider.create(claim("default-2", *ON_DEMAND))
+    assert moto.capacity.last_pools, "no CreateFleet seen"
+    assert all(t != "c5.large" for t, _ in moto.capacity.last_pools)
+    env.clock.t += 181
+    catalog = {it.name: it for it in env.provider.catalog(env.classes.items["default"])}
+    assert all(o.available for o in catalog["c5.large"].offerings if o.capacity_type == "on-demand")
+
+
+@pytest.mark.asyncio
+async def test_all_pools_ice_is_insufficient_capacity(env: Env, moto: Moto) -> None:
+    """When every requested pool is out of capacity the claim fails with the pools named."""
+    moto.capacity.empty |= {("c5.large", "us-east-1a"), ("c5.large", "us-east-1b")}
+    with pytest.raises(InsufficientCapacityError) as info:
+        await env.provider.create(claim("default-1", "c5.large"))
+    assert {(o.instance_type, o.zone) for o in info.value.offerings} == {
+        ("c5.large", "us-east-1a"),
+        ("c5.large", "us-east-1b"),
+    }
+    assert moto.capacity.fleet_calls == 1
+
+
+@pytest.mark.asyncio
+async def test_identical_launches_share_one_fleet_call(env: Env, moto: Moto) -> None:
+    """Concurrent identical claims become one CreateFleet with capacity N, one instance each."""
+    got = await asyncio.gather(
+        *(env.provider.create(claim(f"default-{i}", *ON_DEMAND)) for i in range(3))
+    )
+    assert moto.capacity.fleet_calls == 1
+    assert len({c.provider_id for c in got}) == 3
+
+
+@pytest.mark.asyncio
+async def test_get_list_delete(env: Env) -> None:
+    """get/list see the instance; delete terminates it; afterwards it is NotFound."""
+    got = await env.provider.create(claim("default-1", *ON_DEMAND))
+    seen = await env.provider.get(got.provider_id)
+    assert seen.labels["node.kubernetes.io/instance-type"] == "c5.large"
+    assert [c.provider_id for c in await env.provider.list()] == [got.provider_id]
+    await env.provider.delete(got)
+    with pytest.raises(NodeClaimNotFoundError):
+        await env.provider.get(got.provider_id)
+    with pytest.raises(NodeClaimNotFoundError):
+        await env.provider.delete(got)
+    assert await env.provider.list() == []
+
+
+@pytest.mark.asyncio
+async def test_launch_templates_expire_and_nodeclass_cleanup(env: Env, cluster: str) -> None:
+    """Unused templates are deleted from EC2 after a minute; a NodeClass's are deleted on demand."""
+    await env.provider.create(claim("default-1", *SAME_PODS))
+    lts = env.provider.launch_templates
+    assert await lts.expire(env.clock() + 30) == []
+    (name,) = await lts.expire(env.clock() + 61)
+    out = await env.clients.ec2.describe_launch_templates(
+        Filters=[{"Name": "tag:eks:eks-cluster-name", "Values": [cluster]}]
+    )
+    assert out["LaunchTemplates"] == []
+    await env.provider.create(claim("default-2", *SAME_PODS))
+    assert await lts.delete_for_nodeclass("default") == [name]
+
+
+@pytest.mark.asyncio
+async def test_not_ready_nodeclass(env: Env) -> None:
+    """A missing NodeClass is insufficient capacity; an unready one is NodeClassNotReady."""
+    missing = replace(claim(), node_class_ref=replace(claim().node_class_ref, name="nope"))
+    with pytest.raises(InsufficientCapacityError, match="failed resolving NodeClass"):
+        await env.provider.create(missing)
+    cls = env.classes.items["default"]
+    bad = nc.Condition(
+        "SubnetsReady", "False", "SubnetsNotFound", "SubnetSelector did not match any Subnets"
+    )
+    env.classes.put(replace(cls, status=replace(cls.status, conditions=nc.with_ready((bad,)))))
+    with pytest.raises(NodeClassNotReadyError, match="did not match any Subnets"):
+        await env.provider.create(claim())
+
+
+@pytest.mark.asyncio
+async def test_launch_template_deleted_behind_our_back_is_recreated(env: Env) -> None:
+    """A cached template deleted in EC2 fails CreateFleet once; it is recreated and retried."""
+    await env.provider.create(claim("default-1", *SAME_PODS))
+    (name,) = env.provider.launch_templates.cached
+    await env.clients.ec2.delete_launch_template(LaunchTemplateName=name)
+    got = await env.provider.create(claim("default-2", *SAME_PODS))
+    assert got.launched
+    out = await env.clients.ec2.describe_launch_templates(LaunchTemplateNames=[name])
+    assert len(out["LaunchTemplates"]) == 1
+
+
+@pytest.mark.asyncio
+async def test_user_data_over_limit_is_a_create_error(env: Env) -> None:
+    """User data above EC2's 16 KiB fails the launch with upstream's reason."""
+    cls = env.classes.items["default"]
+    env.classes.put(replace(cls, spec=replace(cls.spec, user_data="#" * 20000)))
+    with pytest.raises(CreateError) as info:
+        await env.provider.create(claim("default-1", *SAME_PODS))
+    assert info.value.reason == "UserDataSizeLimitExceeded"
+
+
+@pytest.mark.asyncio
+async def test_tag_after_registration(env: Env, cluster: str) -> None:
+    """Registration tagging adds Name, karpenter.sh/nodeclaim and the EKS cluster name."""
+    got = await env.provider.create(claim("default-1", *SAME_PODS))
+    await env.provider.tag_registered(got, "ip-10-0-0-1.ec2.internal")
+    tags = {t["Key"]: t["Value"] for t in (await describe(env, got.provider_id))["Tags"]}  # type: ignore[attr-defined]
+    assert tags["Name"] == "ip-10-0-0-1.ec2.internal"
+    assert tags["karpenter.sh/nodeclaim"] == "default-1"
+    seen = await env.provider.get(got.provider_id)
+    assert seen.name == "default-1"
+
+
+@pytest.mark.asyncio
+async def test_launch_falls_to_next_types_when_a_whole_fleet_is_ice(env: Env, moto: Moto) -> None:
+    """Every pool of the 60 cheapest types is out: a second fleet asks for the next ones."""
+    cls = env.classes.items["default"]
+    flexible = claim("default-1")
+    first = launch.plan(flexible, env.provider.catalog(cls), cls.status.subnets, cls.status.amis)
+    assert len(first.instance_types) == launch.MAX_INSTANCE_TYPES
+    moto.capacity.empty |= {(o.instance_type, o.zone) for o in first.overrides}
+    got = await env.provider.create(flexible)
+    assert moto.capacity.fleet_calls == 2
+    assert got.labels["node.kubernetes.io/instance-type"] not in first.instance_types

@@ -1,0 +1,136 @@
+"""EC2NodeClass status against moto: subnets, security groups, AMIs, instance profile."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from karpenter.cloud.aws import resolve
+from karpenter.cloud.aws.clients import Clients
+from karpenter.core.aws import nodeclass as nc
+from tests.cloud.aws.builders import node_class
+from tests.cloud.aws.conftest import Account
+
+NOW = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
+
+
+def resolver(clients: Clients, cluster: str) -> resolve.Resolver:
+    return resolve.Resolver(clients, cluster, "1.31")
+
+
+@pytest.mark.asyncio
+async def test_found_everything_is_ready(clients: Clients, account: Account, cluster: str) -> None:
+    """Tagged subnets and group, alias AMIs via SSM, a managed profile: Ready=True."""
+    status = await resolver(clients, cluster).status(node_class(), NOW)
+    assert {s.id for s in status.subnets} == set(account.subnets.values())
+    assert {s.zone for s in status.subnets} == {"us-east-1a", "us-east-1b"}
+    assert all(s.zone_id.startswith("use1-az") for s in status.subnets)
+    assert [g.id for g in status.security_groups] == [account.security_group]
+    assert {a.id for a in status.amis} == {account.ami_standard, account.ami_nvidia}
+    nvidia = next(a for a in status.amis if a.id == account.ami_nvidia)
+    assert ("karpenter.k8s.aws/instance-gpu-count", "Exists", ()) in nvidia.requirements
+    assert status.instance_profile.startswith(f"{cluster}_")
+    assert status.ready() == "True"
+    assert {c.type for c in status.conditions} >= {
+        "AMIsReady",
+        "SubnetsReady",
+        "SecurityGroupsReady",
+        "InstanceProfileReady",
+        "ValidationSucceeded",
+    }
+    profile = await clients.iam.get_instance_profile(InstanceProfileName=status.instance_profile)
+    assert [r["RoleName"] for r in profile["InstanceProfile"]["Roles"]] == [
+        "KarpenterNodeRole-demo"
+    ]
+    assert profile["InstanceProfile"]["Path"] == f"/karpenter/us-east-1/{cluster}/uid-default/"
+
+
+@pytest.mark.asyncio
+async def test_subnets_not_found(clients: Clients, account: Account, cluster: str) -> None:
+    """A selector matching no subnet: SubnetsReady=False SubnetsNotFound, Ready=False."""
+    cls = node_class(
+        subnet_selector_terms=(nc.SelectorTerm(tags={"karpenter.sh/discovery": "other"}),)
+    )
+    status = await resolver(clients, cluster).status(cls, NOW)
+    cond = status.condition("SubnetsReady")
+    assert cond is not None
+    assert (cond.status, cond.reason, cond.message) == (
+        "False",
+        "SubnetsNotFound",
+        "SubnetSelector did not match any Subnets",
+    )
+    assert status.ready() == "False"
+    validation = status.condition("ValidationSucceeded")
+    assert validation is not None and validation.reason == "DependenciesNotReady"
+
+
+@pytest.mark.asyncio
+async def test_amis_not_found(clients: Clients, account: Account, cluster: str) -> None:
+    """An alias whose SSM parameters do not exist: AMIsReady=False AMINotFound."""
+    cls = node_class(ami_selector_terms=(nc.SelectorTerm(alias="bottlerocket@latest"),))
+    status = await resolver(clients, cluster).status(cls, NOW)
+    cond = status.condition("AMIsReady")
+    assert cond is not None
+    assert (cond.status, cond.reason) == ("False", "AMINotFound")
+    assert status.amis == ()
+
+
+@pytest.mark.asyncio
+async def test_ami_by_id_name_and_tags(clients: Clients, account: Account, cluster: str) -> None:
+    """AMIs by id, by name (owner defaults to self/amazon) and by tag."""
+    r = resolver(clients, cluster)
+    by_id = await r.amis((nc.SelectorTerm(id=account.ami_custom),), NOW)
+    assert [a.id for a in by_id] == [account.ami_custom]
+    assert by_id[0].requirements == (("kubernetes.io/arch", "In", ("amd64",)),)
+    by_name = await r.amis((nc.SelectorTerm(name="team-golden-image"),), NOW)
+    assert [a.id for a in by_name] == [account.ami_custom]
+    await clients.ec2.create_tags(
+        Resources=[account.ami_custom], Tags=[{"Key": "team", "Value": "a"}]
+    )
+    by_tag = await r.amis((nc.SelectorTerm(tags={"team": "*"}),), NOW)
+    assert [a.id for a in by_tag] == [account.ami_custom]
+    wrong_owner = await r.amis((nc.SelectorTerm(name="team-golden-image", owner="amazon"),), NOW)
+    assert wrong_owner == ()
+
+
+@pytest.mark.asyncio
+async def test_subnet_ids_and_group_names(clients: Clients, account: Account, cluster: str) -> None:
+    """Subnets by id and security groups by name resolve; unknown ids are simply absent."""
+    r = resolver(clients, cluster)
+    one = account.subnets["us-east-1a"]
+    got = await r.subnets((nc.SelectorTerm(id=one),))
+    assert [s.id for s in got] == [one]
+    groups = await r.security_groups((nc.SelectorTerm(name="nodes"),))
+    assert [g.id for g in groups] == [account.security_group]
+
+
+@pytest.mark.asyncio
+async def test_instance_profile_not_found_and_restricted_tags(
+    clients: Clients, account: Account, cluster: str
+) -> None:
+    """A missing spec.instanceProfile and restricted spec.tags are named in the conditions."""
+    cls = node_class(role="", instance_profile="nope")
+    status = await resolver(clients, cluster).status(cls, NOW)
+    cond = status.condition("InstanceProfileReady")
+    assert cond is not None and (cond.reason, cond.message) == (
+        "InstanceProfileNotFound",
+        'Instance profile "nope" not found',
+    )
+    tagged = node_class(tags={"karpenter.sh/nodepool": "x"})
+    status = await resolver(clients, cluster).status(tagged, NOW)
+    validation = status.condition("ValidationSucceeded")
+    assert validation is not None and validation.reason == "TagValidationFailed"
+
+
+@pytest.mark.asyncio
+async def test_role_change_moves_profile_to_new_role(
+    clients: Clients, account: Account, cluster: str
+) -> None:
+    """Changing spec.role re-points the managed profile at the new role."""
+    r = resolver(clients, cluster)
+    await r.instance_profile(node_class())
+    await clients.iam.create_role(RoleName="Other", AssumeRolePolicyDocument="{}")
+    name = await r.instance_profile(node_class(role="arn:aws:iam::123456789012:role/path/Other"))
+    profile = await clients.iam.get_instance_profile(InstanceProfileName=name)
+    assert [x["RoleName"] for x in profile["InstanceProfile"]["Roles"]] == ["Other"]
