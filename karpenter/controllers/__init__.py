@@ -1,1 +1,1 @@
-"""Controllers: thin loops that snapshot state, call the core or the cloud, and write the result."""
+"""Controllers: thin loops that snapshot state, call the core or the cloud, write the result."""
