@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -45,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--now", type=_parse_now, default=None, help="RFC3339 clock for decisions")
     run = sub.add_parser("run", help="run the controller against a cluster")
     run.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, else in-cluster")
+    run.add_argument(
+        "--cloud-provider",
+        choices=("simulated", "aws"),
+        default=os.environ.get("KARPENTER_CLOUD_PROVIDER", "simulated"),
+        help="the cloud to launch in (default: $KARPENTER_CLOUD_PROVIDER, else simulated)",
+    )
     _cloud_flags(run)
     box = sub.add_parser("sandbox", help="local control plane + controller + simulated cloud")
     box.add_argument("--kubeconfig", default="sandbox.kubeconfig", help="where to write it")

@@ -1,8 +1,9 @@
 """Launching the controller process: ``karpenter run`` and ``karpenter sandbox``.
 
 Both build the same things: settings from the environment, logging, a kube client, the
-simulated cloud with its catalog, and an ``operator.Operator``, then run them under one task
-group until SIGTERM/SIGINT. ``sandbox`` first starts a local control plane (the same one the
+cloud (the simulated one with its catalog, or with ``--cloud-provider aws`` the AWS provider
+and its controllers from ``aws_runtime``), and an ``operator.Operator``, then run them under
+one task group until SIGTERM/SIGINT. ``sandbox`` first starts a local control plane (the same one the
 e2e tests use), writes its kubeconfig, installs the CRDs and an example NodePool, and tears
 the control plane down on the way out.
 """
@@ -26,15 +27,18 @@ from karpenter import settings as settings_mod
 from karpenter.aio.clock import Clock, RealClock
 from karpenter.api import simulation
 from karpenter.api.errors import DecodeError
+from karpenter.aws_runtime import open_aws
 from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.kube import client as kc
+from karpenter.kube.events import EventRecorder
 from karpenter.observability.logging import configure_logging, get_logger
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator, run_until_signalled
 from karpenter.sandbox import bootstrap
 from karpenter.sandbox.controlplane import ControlPlaneError, LocalControlPlane, ensure_binaries
+from karpenter.state.cluster import ClusterState
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
@@ -108,13 +112,61 @@ async def serve(
                 print(on_ready, flush=True)
 
 
+async def serve_aws(
+    kubeconfig: Path | None,
+    settings: settings_mod.Settings,
+    aws: settings_mod.AWSSettings,
+    clock: Clock,
+    *,
+    endpoint_url: str | None = None,
+    session: Any = None,
+) -> None:
+    """Run the controller with the AWS provider until cancelled."""
+    async with kc.connect(kubeconfig) as kube:
+        state = ClusterState()
+        async with open_aws(
+            kube,
+            state,
+            EventRecorder(kube, clock),
+            aws,
+            clock,
+            endpoint_url=endpoint_url,
+            session=session,
+        ) as runtime:
+            operator = Operator(
+                kube,
+                settings,
+                runtime.cloud,
+                clock,
+                Metrics(),
+                leader_services=runtime.leader_services,
+                informers=runtime.informers,
+                state=state,
+            )
+            await operator.run()
+
+
+def _aws_settings() -> settings_mod.AWSSettings:
+    try:
+        aws = settings_mod.AWSSettings()
+    except (ValidationError, ValueError) as err:
+        raise LaunchError(f"invalid settings: {settings_mod.describe_error(err)}") from None
+    if not aws.CLUSTER_NAME:
+        raise LaunchError("invalid settings: CLUSTER_NAME: required with --cloud-provider aws")
+    return aws
+
+
 def run(args: argparse.Namespace) -> int:
     """``karpenter run``."""
     settings = _settings()
     configure_logging(settings.LOG_LEVEL or "info", settings.log_json)
-    catalog = parse_catalog(args.catalog)
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else _env_kubeconfig()
     clock = RealClock()
+    if args.cloud_provider == "aws":
+        aws = _aws_settings()
+        anyio.run(run_until_signalled, lambda: serve_aws(kubeconfig, settings, aws, clock))
+        return 0
+    catalog = parse_catalog(args.catalog)
     anyio.run(
         run_until_signalled, lambda: serve(kubeconfig, settings, catalog, args.boot_delay, clock)
     )

@@ -28,7 +28,7 @@ from karpenter.controllers.provisioner import Provisioner
 from karpenter.controllers.termination import Termination
 from karpenter.kube import client as kc
 from karpenter.kube.events import EventRecorder
-from karpenter.kube.informers import Informer
+from karpenter.kube.informers import Informer, Sink
 from karpenter.kube.leader import LeaderElector
 from karpenter.observability.logging import get_logger
 from karpenter.observability.metrics import Metrics
@@ -57,6 +57,9 @@ class Operator:
         metrics: Metrics,
         *,
         services: Sequence[Service] = (),
+        leader_services: Sequence[Service] = (),
+        informers: Sequence[tuple[kc.Resource, Sink]] = (),
+        state: ClusterState | None = None,
         identity: str = "",
         serve: bool = True,
     ) -> None:
@@ -64,19 +67,20 @@ class Operator:
         self.cloud = cloud
         self.metrics = metrics
         self.services = tuple(services)
+        # Provider controllers (interruption, NodeClass status, GC): only the leader acts.
+        self.leader_services = tuple(leader_services)
         self.serve = serve
-        self.state = ClusterState()
+        self.state = state if state is not None else ClusterState()
         self.recorder = EventRecorder(kube, clock)
-        self.informers = [
-            Informer(kube, resource, store, clock)
-            for resource, store in (
-                (kc.NODEPOOLS, self.state.nodepools),
-                (kc.NODES, self.state.nodes),
-                (kc.NODECLAIMS, self.state.nodeclaims),
-                (kc.DAEMONSETS, self.state.daemonsets),
-                (kc.PODS, self.state.pods),
-            )
+        feeds: list[tuple[kc.Resource, Sink]] = [
+            (kc.NODEPOOLS, self.state.nodepools),
+            (kc.NODES, self.state.nodes),
+            (kc.NODECLAIMS, self.state.nodeclaims),
+            (kc.DAEMONSETS, self.state.daemonsets),
+            (kc.PODS, self.state.pods),
+            *informers,
         ]
+        self.informers = [Informer(kube, resource, store, clock) for resource, store in feeds]
 
         def metered(controller: str) -> MeteredCloud:
             return MeteredCloud(cloud, metrics, controller)
@@ -150,6 +154,8 @@ class Operator:
                 await tg.start(self.termination.run)
                 await tg.start(self.lifecycle.run)
                 await tg.start(self.provisioner.run)
+                for service in self.leader_services:
+                    await tg.start(service)
         finally:
             self.leading = False
 

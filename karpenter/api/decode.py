@@ -1,8 +1,8 @@
 """Whole-object decoders for the controller: apiserver JSON → core values, one error type.
 
 The same boundary decoders ``simulate`` uses (``api.kube`` for built-in kinds, the pydantic
-CRD models for NodePools and NodeClaims), wrapped so that every failure is a ``CodecError``
-naming the field, whichever decoder raised it.
+CRD models for NodePools, NodeClaims and EC2NodeClasses), wrapped so that every failure is a
+``CodecError`` naming the field, whichever decoder raised it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from karpenter.api import crdfields, kube, nodeclaim, nodepool
+from karpenter.api import crdfields, ec2nodeclass, kube, nodeclaim, nodepool
 from karpenter.api.errors import DecodeError
+from karpenter.core.aws.nodeclass import EC2NodeClass
 from karpenter.core.model.cluster import DaemonSet
 from karpenter.core.model.node import Node, NodeClaim
 from karpenter.core.model.nodepool import NodePool
@@ -62,4 +63,10 @@ def node_pool(obj: Mapping[str, Any]) -> NodePool:
 def node_claim(obj: Mapping[str, Any]) -> NodeClaim:
     """A karpenter.sh/v1 NodeClaim."""
     result: NodeClaim = _wrap(lambda o: nodeclaim.NodeClaimDoc.model_validate(o).to_core(), obj)
+    return result
+
+
+def ec2_node_class(obj: Mapping[str, Any]) -> EC2NodeClass:
+    """A karpenter.k8s.aws/v1 EC2NodeClass, its status included."""
+    result: EC2NodeClass = _wrap(ec2nodeclass.from_object, obj)
     return result

@@ -9,6 +9,7 @@ apiserver would refuse is refused here too. ``status_doc`` renders the resolved 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -403,3 +404,64 @@ def status_doc(status: nc.Status, transition_time: str) -> dict[str, Any]:
             for c in status.conditions
         ],
     }
+
+
+def _items(doc: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    value = doc.get(key) or []
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def parse_status(doc: Mapping[str, Any] | None) -> nc.Status:
+    """``status`` as stored by the CRD, back to the core value (the inverse of ``status_doc``).
+
+    The status is ours (the NodeClass controller writes it), so entries with missing ids are
+    skipped rather than rejected: a half-written status must never stop launches elsewhere.
+    """
+    doc = doc or {}
+    return nc.Status(
+        tuple(
+            nc.Subnet(str(s["id"]), str(s.get("zone", "")), str(s.get("zoneID", "")))
+            for s in _items(doc, "subnets")
+            if s.get("id")
+        ),
+        tuple(
+            nc.SecurityGroup(str(g["id"]), str(g.get("name", "")))
+            for g in _items(doc, "securityGroups")
+            if g.get("id")
+        ),
+        tuple(
+            nc.AMI(
+                str(a["id"]),
+                str(a.get("name", "")),
+                bool(a.get("deprecated", False)),
+                tuple(
+                    (
+                        str(r.get("key", "")),
+                        str(r.get("operator", "")),
+                        tuple(str(v) for v in r.get("values") or ()),
+                    )
+                    for r in _items(a, "requirements")
+                ),
+            )
+            for a in _items(doc, "amis")
+            if a.get("id")
+        ),
+        str(doc.get("instanceProfile") or ""),
+        tuple(
+            nc.Condition(
+                str(c.get("type", "")),
+                str(c.get("status", "Unknown")),
+                str(c.get("reason", "")),
+                str(c.get("message", "")),
+            )
+            for c in _items(doc, "conditions")
+            if c.get("type")
+        ),
+    )
+
+
+def from_object(obj: Mapping[str, Any]) -> nc.EC2NodeClass:
+    """An EC2NodeClass object as read from the apiserver (raises pydantic's ValidationError)."""
+    doc = EC2NodeClassDoc.model_validate(dict(obj))
+    status = obj.get("status")
+    return doc.to_core(parse_status(status if isinstance(status, Mapping) else None))

@@ -1,0 +1,289 @@
+"""The AWS composition: the provider, its EC2NodeClass mirror and its controllers, on kube state.
+
+``open_aws`` opens the provider (``cloud.aws.factory``) and binds the AWS controllers, which
+are written against small Protocols, to the real cluster: EC2NodeClasses come from their own
+informer-fed store; NodeClaims and Nodes from the operator's mirror; writes go through the
+kube client. It returns what the operator runs: the cloud, the extra informer, and the
+controllers that act only on the leader (NodeClass status and finalizer, interruption queue,
+instance and instance-profile garbage collection, price and instance-type refresh).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import anyio
+import anyio.abc
+
+from karpenter.aio.clock import Clock
+from karpenter.api import decode
+from karpenter.api.ec2nodeclass import status_doc
+from karpenter.cloud.aws.factory import open_provider
+from karpenter.cloud.aws.provider import AWSCloudProvider
+from karpenter.cloud.aws.resolve import Resolver
+from karpenter.controllers.aws_gc import GarbageCollector
+from karpenter.controllers.aws_interruption import InterruptionController
+from karpenter.controllers.aws_nodeclass import NodeClassController
+from karpenter.controllers.aws_profile_gc import ProfileCollector
+from karpenter.controllers.aws_refresh import Refresher
+from karpenter.core.aws import labels as awslbl
+from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws import tags
+from karpenter.core.model.node import NodeClaim
+from karpenter.kube import codec, errors
+from karpenter.kube.client import EC2NODECLASSES, NODECLAIMS, NODES, KubeClient, Obj, Resource
+from karpenter.kube.events import EventRecorder
+from karpenter.kube.informers import Sink
+from karpenter.observability.logging import get_logger
+from karpenter.settings import AWSSettings
+from karpenter.state.cluster import ClusterState, KindStore
+
+NODECLASS_FINALIZER = "karpenter.k8s.aws/termination"
+_KUBE_ERRORS = (errors.ApiError, aiohttp.ClientError, OSError)
+
+Service = Callable[..., Coroutine[Any, Any, None]]
+
+
+class NodeClasses:
+    """EC2NodeClasses: the mirror the provider reads, and the writer of status/finalizer."""
+
+    def __init__(self, kube: KubeClient, clock: Clock) -> None:
+        self.kube = kube
+        self.clock = clock
+        self.changed = anyio.Event()
+        self.store: KindStore[nc.EC2NodeClass] = KindStore(
+            "EC2NodeClass", decode.ec2_node_class, self._notify
+        )
+
+    def _notify(self, kind: str, key: str, obj: Obj | None) -> None:
+        del kind, key, obj
+        self.changed.set()
+
+    async def get(self, name: str) -> nc.EC2NodeClass | None:
+        """The NodeClass by name (None when absent or invalid)."""
+        return self.store.get(name)
+
+    async def patch(
+        self, name: str, status: nc.Status, annotations: dict[str, str], finalizer: bool
+    ) -> None:
+        """Write the status (subresource), the annotations and the finalizer."""
+        raw = self.store.raw(name)
+        if raw is None:
+            return
+        meta = raw.get("metadata") or {}
+        finalizers = [f for f in meta.get("finalizers") or [] if f != NODECLASS_FINALIZER]
+        if finalizer:
+            finalizers.append(NODECLASS_FINALIZER)
+        try:
+            if finalizer:
+                body = {"status": status_doc(status, codec.rfc3339(self.clock.now()))}
+                obj = await self.kube.merge_patch(EC2NODECLASSES, name, body, subresource="status")
+                self.store.upsert(obj)
+            patch = {"metadata": {"annotations": annotations, "finalizers": finalizers}}
+            self.store.upsert(await self.kube.merge_patch(EC2NODECLASSES, name, patch))
+        except errors.NotFound:
+            return
+
+
+class ClaimsView:
+    """NodeClaims and Nodes for the AWS controllers, from the operator's mirror."""
+
+    def __init__(self, kube: KubeClient, state: ClusterState) -> None:
+        self.kube = kube
+        self.state = state
+
+    async def find_by_instance_id(self, instance_id: str) -> NodeClaim | None:
+        """The claim whose provider id names this instance."""
+        for claim in self.state.nodeclaims.values():
+            if claim.provider_id and tags.instance_id(claim.provider_id) == instance_id:
+                return claim
+        return None
+
+    async def delete(self, name: str) -> None:
+        """Delete a NodeClaim (its termination finalizer drains and terminates)."""
+        with contextlib.suppress(errors.NotFound):
+            await self.kube.delete(NODECLAIMS, name)
+
+    async def claimed_provider_ids(self) -> set[str]:
+        """Provider ids of every NodeClaim."""
+        return {c.provider_id for c in self.state.nodeclaims.values() if c.provider_id}
+
+    async def delete_node(self, provider_id: str) -> None:
+        """Delete the Node of an instance that has no NodeClaim."""
+        for raw in self.state.node_by_provider_id(provider_id):
+            name = str((raw.get("metadata") or {}).get("name", ""))
+            with contextlib.suppress(errors.NotFound):
+                await self.kube.delete(NODES, name)
+
+    async def names_for_nodeclass(self, name: str) -> list[str]:
+        """NodeClaims that reference the EC2NodeClass ``name``."""
+        out = []
+        for key, entry in self.state.nodeclaims.entries.items():
+            ref = (entry.raw.get("spec") or {}).get("nodeClassRef") or {}
+            if ref.get("name") == name and ref.get("kind", "EC2NodeClass") == "EC2NodeClass":
+                out.append(key)
+        return sorted(out)
+
+
+@dataclass
+class ClaimEvents:
+    """The interruption controller's synchronous ``publish``, posted by a background task."""
+
+    recorder: EventRecorder
+    claims: KindStore[NodeClaim]
+    pending: list[tuple[NodeClaim, str, str]] = field(default_factory=list)
+    wake: anyio.Event = field(default_factory=anyio.Event)
+
+    def publish(self, claim: NodeClaim, reason: str, message: str) -> None:
+        """Queue one Event about ``claim``."""
+        self.pending.append((claim, reason, message))
+        self.wake.set()
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Post queued Events until cancelled."""
+        task_status.started()
+        while True:
+            await self.wake.wait()
+            self.wake = anyio.Event()
+            batch, self.pending = self.pending, []
+            for claim, reason, message in batch:
+                raw = self.claims.raw(claim.name) or {}
+                involved = {
+                    "apiVersion": NODECLAIMS.api_version,
+                    "kind": "NodeClaim",
+                    "name": claim.name,
+                    "uid": str((raw.get("metadata") or {}).get("uid", "")),
+                }
+                await self.recorder.publish(involved, "Warning", reason, message)
+
+
+@dataclass
+class AWSRuntime:
+    """What the operator runs for AWS."""
+
+    cloud: AWSCloudProvider
+    informers: list[tuple[Resource, Sink]]
+    leader_services: list[Service]
+
+
+def _every(
+    clock: Clock, name: str, once: Callable[[], Awaitable[float]]
+) -> Service:
+    """A service that runs ``once`` and sleeps the seconds it returns, logging failures."""
+    log = get_logger("aws").bind(controller=name)
+
+    async def loop(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            try:
+                wait = await once()
+            except Exception as err:  # one failed pass must not stop the controller
+                log.error("reconcile failed", error=str(err))
+                wait = 30.0
+            await clock.sleep(max(wait, 1.0))
+
+    return loop
+
+
+@contextlib.asynccontextmanager
+async def open_aws(
+    kube: KubeClient,
+    state: ClusterState,
+    recorder: EventRecorder,
+    settings: AWSSettings,
+    clock: Clock,
+    *,
+    endpoint_url: str | None = None,
+    session: Any = None,
+) -> AsyncIterator[AWSRuntime]:
+    """The AWS provider and its controllers bound to this cluster's state."""
+    classes = NodeClasses(kube, clock)
+    claims = ClaimsView(kube, state)
+    async with open_provider(
+        settings, classes, clock.now, endpoint_url=endpoint_url, session=session
+    ) as cloud:
+        resolver = Resolver(cloud.clients, settings.CLUSTER_NAME)
+        nodeclass = NodeClassController(
+            classes, claims, resolver, cloud.launch_templates, clock.now, settings.ISOLATED_VPC
+        )
+        gc = GarbageCollector(cloud, claims, clock.now)
+        refresher = Refresher(cloud, clock.now, settings.ISOLATED_VPC)
+        events = ClaimEvents(recorder, state.nodeclaims)
+
+        async def nodeclasses(
+            *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+        ) -> None:
+            log = get_logger("aws").bind(controller="nodeclass")
+            task_status.started()
+            while True:
+                classes.changed = anyio.Event()
+                wait = 300.0
+                for name in sorted(classes.store.entries):
+                    try:
+                        result = await nodeclass.reconcile(name)
+                    except Exception as err:  # keep reconciling the others
+                        log.error("reconcile failed", nodeclass=name, error=str(err))
+                        result_wait = 10.0
+                    else:
+                        result_wait = result.requeue_after or wait
+                    wait = min(wait, result_wait)
+                with anyio.move_on_after(wait):
+                    await classes.changed.wait()
+
+        services: list[Service] = [
+            nodeclasses,
+            events.run,
+            _every(clock, "instance.garbagecollection", lambda: _second(gc.reconcile())),
+            _every(clock, "providers.pricing", refresher.prices),
+            _every(clock, "providers.instancetype", refresher.instance_types),
+        ]
+        if not settings.ISOLATED_VPC:
+            profiles = ProfileCollector(
+                cloud.clients.iam,
+                settings.AWS_REGION,
+                settings.CLUSTER_NAME,
+                _ProfileRefs(classes, state),
+                clock.now,
+            )
+            services.append(
+                _every(
+                    clock,
+                    "instanceprofile.garbagecollection",
+                    lambda: _second(profiles.reconcile()),
+                )
+            )
+        if settings.INTERRUPTION_QUEUE:
+            interruption = InterruptionController(claims, cloud.unavailable, clock.now, events)
+            queue = settings.INTERRUPTION_QUEUE
+
+            async def interruptions(
+                *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+            ) -> None:
+                task_status.started()
+                await interruption.run(cloud.clients.sqs, queue, clock.sleep)
+
+            services.append(interruptions)
+        yield AWSRuntime(cloud, [(EC2NODECLASSES, classes.store)], services)
+
+
+async def _second(pair: Awaitable[tuple[Any, float]]) -> float:
+    return (await pair)[1]
+
+
+@dataclass
+class _ProfileRefs:
+    classes: NodeClasses
+    state: ClusterState
+
+    async def referenced_profiles(self) -> set[str]:
+        found = {c.status.instance_profile for c in self.classes.store.values()}
+        for claim in self.state.nodeclaims.values():
+            found.add(claim.annotations.get(awslbl.ANNOTATION_INSTANCE_PROFILE, ""))
+        found.discard("")
+        return found
