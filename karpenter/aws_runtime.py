@@ -172,9 +172,7 @@ class AWSRuntime:
     leader_services: list[Service]
 
 
-def _every(
-    clock: Clock, name: str, once: Callable[[], Awaitable[float]]
-) -> Service:
+def _every(clock: Clock, name: str, once: Callable[[], Awaitable[float]]) -> Service:
     """A service that runs ``once`` and sleeps the seconds it returns, logging failures."""
     log = get_logger("aws").bind(controller=name)
 

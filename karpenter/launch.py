@@ -3,9 +3,9 @@
 Both build the same things: settings from the environment, logging, a kube client, the
 cloud (the simulated one with its catalog, or with ``--cloud-provider aws`` the AWS provider
 and its controllers from ``aws_runtime``), and an ``operator.Operator``, then run them under
-one task group until SIGTERM/SIGINT. ``sandbox`` first starts a local control plane (the same one the
-e2e tests use), writes its kubeconfig, installs the CRDs and an example NodePool, and tears
-the control plane down on the way out.
+one task group until SIGTERM/SIGINT. ``sandbox`` first starts a local control plane (the
+same one the e2e tests use), writes its kubeconfig, installs the CRDs and an example NodePool,
+and tears the control plane down on the way out.
 """
 
 from __future__ import annotations
