@@ -71,7 +71,9 @@ def compatible_types(claim: NodeClaim, types: Iterable[InstanceType]) -> list[In
     reqs = from_selector_terms(claim.requirements)
     out = []
     for it in types:
-        if not it.requirements.compatible(reqs, _ALLOW_UNDEFINED):
+        # As upstream: every key the type defines must intersect the claim's; the claim's own
+        # custom labels (NodePool template labels) are not the type's business.
+        if not reqs.compatible(it.requirements, _ALLOW_UNDEFINED):
             continue
         if not res.fits(claim.requests, it.allocatable):
             continue

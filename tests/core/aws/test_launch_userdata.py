@@ -216,3 +216,14 @@ def test_spot_pricier_than_on_demand_is_dropped(ec2: dict[str, InstanceTypeInfo]
     plan = launch.plan(claim(), types, SUBNETS, amis.select([STD], "2026"))
     assert plan.capacity_type == "spot"
     assert plan.instance_types == ("c5.large",)
+
+
+def test_plan_ignores_the_claims_custom_labels(types: tuple[InstanceType, ...]) -> None:
+    """NodePool template labels reach the claim as requirements no type defines; the types
+    still serve it (upstream checks the type's keys against the claim, not the reverse)."""
+    images = amis.select([STD, GPU], "2026-06-01T00:00:00Z")
+    custom = claim(("team.example.com/pool", "In", ("batch",), None))
+    assert launch.plan(custom, types, SUBNETS, images).overrides
+    wrong_arch = claim(("kubernetes.io/arch", "In", ("arm64",), None))
+    with pytest.raises(launch.NoCapacityError):
+        launch.plan(wrong_arch, types, SUBNETS, images)
