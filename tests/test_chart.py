@@ -73,6 +73,10 @@ def test_deployment_env_uses_upstream_names_and_parses(
     assert settings.feature_gates["ReservedCapacity"] and not settings.feature_gates["NodeRepair"]
     assert (settings.METRICS_PORT, settings.HEALTH_PROBE_PORT) == (8080, 8081)
     assert settings.log_json
+    # `karpenter run` picks the cloud from this variable (see cli.py).
+    assert env["KARPENTER_CLOUD_PROVIDER"]["value"] == "aws"
+    simulated = container_env(render(helm, "cloudProvider=simulated"))
+    assert simulated["KARPENTER_CLOUD_PROVIDER"]["value"] == "simulated"
 
 
 def test_values_reach_the_env(helm: str) -> None:
