@@ -206,7 +206,8 @@ async def open_aws(
     async with open_provider(
         settings, classes, clock.now, endpoint_url=endpoint_url, session=session
     ) as cloud:
-        resolver = Resolver(cloud.clients, settings.CLUSTER_NAME)
+        # AMI aliases resolve through SSM paths named after the cluster's Kubernetes version.
+        resolver = Resolver(cloud.clients, settings.CLUSTER_NAME, await kube.server_version())
         nodeclass = NodeClassController(
             classes, claims, resolver, cloud.launch_templates, clock.now, settings.ISOLATED_VPC
         )

@@ -130,6 +130,13 @@ class KubeClient:
             resp.release()
         return data if isinstance(data, dict) else {}
 
+    async def server_version(self) -> str:
+        """The apiserver's ``major.minor`` (``1.34``), as AMI aliases and upstream use it."""
+        info = await self._json("GET", "/version")
+        major = str(info.get("major", "")).rstrip("+")
+        minor = str(info.get("minor", "")).rstrip("+")
+        return f"{major}.{minor}"
+
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
         """One object (NotFound if absent)."""
         return await self._json("GET", res.path(namespace, name))
