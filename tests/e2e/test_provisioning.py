@@ -217,3 +217,36 @@ async def test_insufficient_capacity_deletes_the_claim_and_falls_back(
         assert any(e["involvedObject"]["name"].startswith(f"{zone1}-") for e in ice)
         await harness.cleanup(kube, zone2, ns)
         await kube.delete(kc.NODEPOOLS, zone1)
+
+
+@pytest.mark.asyncio
+async def test_deployment_replicas_get_nodes(control_plane: ControlPlane) -> None:
+    """A Deployment's pods (made by the controller-manager) are provisioned for and bound."""
+    async with (
+        harness.running(control_plane.kubeconfig),
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        template = harness.pod("ignored", pool, cpu="1")
+        template["metadata"] = {"labels": {"app": "web"}}
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 4,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": template["metadata"], "spec": template["spec"]},
+            },
+        }
+        await kube.create(kc.DEPLOYMENTS, deployment, ns)
+
+        async def bound() -> bool:
+            pods, _ = await kube.list(kc.PODS, ns)
+            return len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods)
+
+        await harness.eventually(bound, "the Deployment's four pods to be bound")
+        assert await harness.claims_of(kube, pool)
+        await harness.cleanup(kube, pool, ns)
