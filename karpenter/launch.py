@@ -24,12 +24,14 @@ from pydantic import ValidationError
 
 from karpenter import settings as settings_mod
 from karpenter.aio.clock import Clock, RealClock
+from karpenter.aio.ratelimit import TokenBucket
 from karpenter.api import simulation
 from karpenter.api.errors import DecodeError
 from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.kube import client as kc
+from karpenter.kube.leader import LeaderElectionLost
 from karpenter.observability.logging import configure_logging, get_logger
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator, run_until_signalled
@@ -100,6 +102,7 @@ async def serve(
 ) -> None:
     """Run the controller with the simulated cloud until cancelled."""
     async with kc.connect(kubeconfig) as kube:
+        kube.limiter = TokenBucket(clock, settings.KUBE_CLIENT_QPS, settings.KUBE_CLIENT_BURST)
         cloud = SimulatedCloud(kube, catalog, clock, boot_delay_s=boot_delay_s)
         operator = Operator(kube, settings, cloud, clock, Metrics(), services=[cloud.run])
         async with anyio.create_task_group() as tg:
@@ -174,7 +177,8 @@ async def _sandbox_main(
 
 
 def main(args: argparse.Namespace) -> int:
-    """Dispatch ``run`` / ``sandbox``; exit 2 with one line on bad input."""
+    """Dispatch ``run`` / ``sandbox``; exit 2 with one line on bad input, 1 when leadership
+    is lost (as upstream, the process ends and its replacement campaigns afresh)."""
     try:
         return run(args) if args.command == "run" else sandbox(args)
     except LaunchError as err:
@@ -182,3 +186,15 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 0
+    except LeaderElectionLost as err:
+        return _lost(err)
+    except BaseExceptionGroup as group:
+        lost = group.subgroup(LeaderElectionLost)
+        if lost is None:
+            raise
+        return _lost(lost)
+
+
+def _lost(err: BaseException) -> int:
+    get_logger("operator").error("leader election lost, exiting", error=str(err))
+    return EXIT_FAILED
