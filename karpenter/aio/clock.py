@@ -54,6 +54,7 @@ class FakeClock:
         self._now = start
         self._seq = 0
         self._sleepers: list[_Sleeper] = []
+        self._slept = anyio.Event()  # set (and replaced) each time a task starts sleeping
 
     def now(self) -> float:
         """The time the test has advanced to."""
@@ -78,12 +79,23 @@ class FakeClock:
         self._seq += 1
         sleeper = _Sleeper(self._now + seconds, self._seq, anyio.Event())
         self._sleepers.append(sleeper)
+        self._slept.set()
+        self._slept = anyio.Event()
         try:
             await sleeper.event.wait()
         finally:
             # a cancelled sleeper must not linger and be counted (or woken) later
             if sleeper in self._sleepers:
                 self._sleepers.remove(sleeper)
+
+    async def block_until(self, sleepers: int) -> None:
+        """Return once at least ``sleepers`` tasks are blocked in ``sleep``.
+
+        Tests call this after ``advance`` to know the code under test has finished reacting
+        (done its I/O and gone back to sleep) before they look at the outcome.
+        """
+        while len(self._sleepers) < sleepers:
+            await self._slept.wait()
 
     def advance(self, seconds: float) -> None:
         """Move time forward and wake every sleeper whose deadline is now past, earliest first."""

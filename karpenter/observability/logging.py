@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 import structlog
@@ -46,8 +47,30 @@ def _shared_processors(json_output: bool) -> list[Processor]:
     return processors
 
 
-def configure_logging(level: str, json_output: bool, *, stream: TextIO | None = None) -> None:
-    """Route structlog and stdlib logging to ``stream`` (stdout) at ``level`` (LOG_LEVEL)."""
+def _handlers(output_paths: Sequence[str], stream: TextIO | None) -> list[logging.Handler]:
+    if stream is not None:
+        return [logging.StreamHandler(stream)]
+    handlers: list[logging.Handler] = []
+    for path in output_paths:
+        if path in ("stdout", "stderr"):
+            handlers.append(logging.StreamHandler(getattr(sys, path)))
+        else:
+            handlers.append(logging.FileHandler(path, encoding="utf-8"))
+    return handlers
+
+
+def configure_logging(
+    level: str,
+    json_output: bool,
+    *,
+    output_paths: Sequence[str] = ("stdout",),
+    stream: TextIO | None = None,
+) -> None:
+    """Route structlog and stdlib logging at ``level`` (LOG_LEVEL) to every sink.
+
+    ``output_paths`` are LOG_OUTPUT_PATHS: ``stdout``, ``stderr`` or file paths (appended to).
+    ``stream``, when given, replaces them all (tests).
+    """
     try:
         threshold = LEVELS[level.lower()]
     except KeyError:
@@ -63,13 +86,16 @@ def configure_logging(level: str, json_output: bool, *, stream: TextIO | None = 
         foreign_pre_chain=shared,
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *final],
     )
-    handler = logging.StreamHandler(stream if stream is not None else sys.stdout)
-    handler.setFormatter(formatter)
+    handlers = _handlers(output_paths, stream)
     root = logging.getLogger()
     # replacing (not adding) handlers keeps a second call from writing every line twice
     for old in list(root.handlers):
         root.removeHandler(old)
-    root.addHandler(handler)
+        if isinstance(old, logging.FileHandler):
+            old.close()
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
     root.setLevel(threshold)
     for name in _CHATTY:
         logging.getLogger(name).setLevel(max(threshold, logging.WARNING))

@@ -18,8 +18,7 @@ async def _settle() -> None:
 
 async def _until_sleeping(clock: FakeClock, count: int) -> None:
     with anyio.fail_after(1):
-        while clock.sleepers < count:
-            await anyio.lowlevel.checkpoint()
+        await clock.block_until(count)
 
 
 def test_real_clock_reads_unix_time() -> None:
@@ -120,3 +119,25 @@ def test_protocol_is_satisfied() -> None:
     """Both clocks satisfy the Clock protocol (checked by mypy via these annotations)."""
     clocks: list[clock_mod.Clock] = [RealClock(), FakeClock(0)]
     assert len(clocks) == 2
+
+
+@pytest.mark.asyncio
+async def test_block_until_waits_for_sleepers() -> None:
+    """block_until returns only once the requested number of tasks sleep on the clock."""
+    fake = FakeClock()
+    seen: list[int] = []
+
+    async def watcher() -> None:
+        await fake.block_until(2)
+        seen.append(fake.sleepers)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watcher)
+        tg.start_soon(fake.sleep, 1.0)
+        await _settle()
+        assert seen == []
+        tg.start_soon(fake.sleep, 2.0)
+        await _settle()
+        assert seen == [2]
+        await fake.block_until(0)  # already true: returns at once
+        fake.advance(2)

@@ -7,6 +7,7 @@ import json
 import logging
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,9 @@ def out() -> Iterator[io.StringIO]:
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
     yield io.StringIO()
+    for handler in root.handlers:
+        if handler not in saved[0]:
+            handler.close()
     root.handlers[:] = saved[0]
     root.setLevel(saved[1])
     structlog.reset_defaults()
@@ -112,3 +116,18 @@ def test_capture_logs_sees_events() -> None:
     with structlog.testing.capture_logs() as logs:
         get_logger("t").info("hello", key=1)
     assert logs == [{"event": "hello", "key": 1, "log_level": "info"}]
+
+
+def test_output_paths_write_to_every_sink(
+    out: io.StringIO, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """LOG_OUTPUT_PATHS sends each line to stdout and to a file, appending to the file."""
+    log_file = tmp_path / "karpenter.log"
+    log_file.write_text("earlier\n")
+    configure_logging("info", True, output_paths=["stdout", str(log_file)])
+    get_logger("t").info("to both")
+    logging.getLogger().handlers[-1].flush()
+    file_lines = log_file.read_text().splitlines()
+    assert file_lines[0] == "earlier"
+    assert json.loads(file_lines[1])["message"] == "to both"
+    assert json.loads(capsys.readouterr().out)["message"] == "to both"
