@@ -114,7 +114,9 @@ async def serve(
 def run(args: argparse.Namespace) -> int:
     """``karpenter run``."""
     settings = _settings()
-    configure_logging(settings.LOG_LEVEL or "info", settings.log_json)
+    configure_logging(
+        settings.LOG_LEVEL or "info", settings.log_json, output_paths=settings.log_output_paths
+    )
     catalog = parse_catalog(args.catalog)
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else _env_kubeconfig()
     clock = RealClock()
@@ -132,7 +134,9 @@ def _env_kubeconfig() -> Path | None:
 def sandbox(args: argparse.Namespace) -> int:
     """``karpenter sandbox``: control plane + CRDs + NodePool + controller, until Ctrl-C."""
     settings = _settings()
-    configure_logging(settings.LOG_LEVEL or "info", settings.log_json)
+    configure_logging(
+        settings.LOG_LEVEL or "info", settings.log_json, output_paths=settings.log_output_paths
+    )
     catalog = parse_catalog(args.catalog)
     target = Path(args.kubeconfig).resolve()
     log = get_logger("sandbox")
