@@ -45,7 +45,13 @@ async def test_pending_pods_get_nodes_and_are_bound(control_plane: ControlPlane)
 
         await harness.eventually(all_bound, "the scheduler to bind all six pods")
 
-        claims = await harness.claims_of(kube, pool)
+        async def all_ready() -> list[dict[str, Any]]:
+            # the scheduler may bind as soon as a Node is Ready, a moment before the claim's
+            # Initialized condition is written
+            claims = await harness.claims_of(kube, pool)
+            return claims if claims and all(_ready(c) for c in claims) else []
+
+        claims = await harness.eventually(all_ready, "every NodeClaim Ready")
         assert 1 <= len(claims) <= 3
         pool_obj = await kube.get(kc.NODEPOOLS, pool)
         for claim in claims:
@@ -215,8 +221,8 @@ async def test_insufficient_capacity_deletes_the_claim_and_falls_back(
         events, _ = await kube.list(kc.EVENTS, "default")
         ice = [e for e in events if e["reason"] == "InsufficientCapacityError"]
         assert any(e["involvedObject"]["name"].startswith(f"{zone1}-") for e in ice)
-        await harness.cleanup(kube, zone2, ns)
         await kube.delete(kc.NODEPOOLS, zone1)
+        await harness.cleanup(kube, zone2, ns)
 
 
 @pytest.mark.asyncio
