@@ -45,6 +45,19 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
+def _informers(kube: kc.KubeClient, state: ClusterState, clock: Clock) -> list[Informer]:
+    return [
+        Informer(kube, resource, store, clock)
+        for resource, store in (
+            (kc.NODEPOOLS, state.nodepools),
+            (kc.NODES, state.nodes),
+            (kc.NODECLAIMS, state.nodeclaims),
+            (kc.DAEMONSETS, state.daemonsets),
+            (kc.PODS, state.pods),
+        )
+    ]
+
+
 class Operator:
     """Everything ``karpenter run`` runs, wired together."""
 
@@ -67,16 +80,8 @@ class Operator:
         self.serve = serve
         self.state = ClusterState()
         self.recorder = EventRecorder(kube, clock)
-        self.informers = [
-            Informer(kube, resource, store, clock)
-            for resource, store in (
-                (kc.NODEPOOLS, self.state.nodepools),
-                (kc.NODES, self.state.nodes),
-                (kc.NODECLAIMS, self.state.nodeclaims),
-                (kc.DAEMONSETS, self.state.daemonsets),
-                (kc.PODS, self.state.pods),
-            )
-        ]
+        self.informers = _informers(kube, self.state, clock)
+        self.state.subscribe(self._observe_state)
 
         def metered(controller: str) -> MeteredCloud:
             return MeteredCloud(cloud, metrics, controller)
@@ -111,6 +116,11 @@ class Operator:
         self.leading = False
         self.ports: tuple[int, int] | None = None
         self._log = get_logger("operator").bind(identity=self.identity)
+
+    def _observe_state(self, kind: str, key: str, obj: object) -> None:
+        if kind in ("Node", "NodeClaim"):
+            self.metrics.cluster_state_node_count.set(len(self.state.nodes.entries))
+            self.metrics.cluster_state_synced.set(1 if self.state.synced() else 0)
 
     def ready(self) -> bool:
         """/readyz: every informer has listed once."""

@@ -145,26 +145,10 @@ class Lifecycle:
         status: dict[str, Any],
         log: Any,
     ) -> NodeClaim | None:
-        now = self.clock.now()
         try:
             launched = await self.cloud.create(claim)
-        except InsufficientCapacityError as err:
-            for ref in err.offerings:
-                self.state.unavailable.mark(ref.instance_type, ref.zone, ref.capacity_type, now)
-            await self._event(raw, events.WARNING, "InsufficientCapacityError", str(err))
-            await self._delete(raw, "insufficient_capacity", log)
-            return None
-        except NodeClassNotReadyError as err:
-            await self._event(raw, events.WARNING, "NodeClassNotReady", str(err))
-            await self._delete(raw, "nodeclass_not_ready", log)
-            return None
         except CloudProviderError as err:
-            reason = err.reason if isinstance(err, CreateError) else "LaunchFailed"
-            message = str(err)
-            if len(message) > _MAX_MESSAGE:
-                message = message[:_MAX_MESSAGE] + "..."
-            codec.set_condition(conds, "Launched", "Unknown", reason, message, now)
-            log.warning("launch failed", error=str(err))
+            await self._launch_error(raw, err, conds, log)
             return None
         labels = dict(launched.labels)
         labels.update(claim.labels)  # the claim's own labels win over the provider's
@@ -180,10 +164,33 @@ class Lifecycle:
             capacity=codec.resource_list(launched.capacity),
             allocatable=codec.resource_list(launched.allocatable),
         )
-        codec.set_condition(conds, "Launched", "True", "Launched", "", now)
+        codec.set_condition(conds, "Launched", "True", "Launched", "", self.clock.now())
         self.metrics.nodeclaims_launched.labels(nodepool=claim.nodepool).inc()
         log.info("launched", provider_id=launched.provider_id)
         return launched
+
+    async def _launch_error(
+        self, raw: Obj, err: CloudProviderError, conds: list[Obj], log: Any
+    ) -> None:
+        """Branch on the error type: capacity and NodeClass errors end the claim, others
+        are surfaced on ``Launched`` and retried."""
+        now = self.clock.now()
+        if isinstance(err, InsufficientCapacityError):
+            for ref in err.offerings:
+                self.state.unavailable.mark(ref.instance_type, ref.zone, ref.capacity_type, now)
+            await self._event(raw, events.WARNING, "InsufficientCapacityError", str(err))
+            await self._delete(raw, "insufficient_capacity", log)
+            return
+        if isinstance(err, NodeClassNotReadyError):
+            await self._event(raw, events.WARNING, "NodeClassNotReady", str(err))
+            await self._delete(raw, "nodeclass_not_ready", log)
+            return
+        reason = err.reason if isinstance(err, CreateError) else "LaunchFailed"
+        message = str(err)
+        if len(message) > _MAX_MESSAGE:
+            message = message[:_MAX_MESSAGE] + "..."
+        codec.set_condition(conds, "Launched", "Unknown", reason, message, now)
+        log.warning("launch failed", error=str(err))
 
     async def _launch_failed(
         self, raw: Obj, conds: list[Obj], status: dict[str, Any]
