@@ -245,6 +245,11 @@ class SimulatedCloud:
         )
         labels = dict(it.requirements.single_values())
         labels.update(narrowed.single_values())
+        # a real machine has one OS and architecture even when the type allows several
+        for key, preferred in ((lbl.OS, "linux"), (lbl.ARCH, "amd64")):
+            req = narrowed.get(key) or it.requirements.get(key)
+            if key not in labels and req is not None:
+                labels[key] = preferred if req.has(preferred) else req.any_value()
         labels.update(claim.labels)
         labels[lbl.HOSTNAME] = claim.name
         provider_id = f"{PROVIDER_PREFIX}{claim.name}"
