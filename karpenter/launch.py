@@ -47,7 +47,8 @@ class LaunchError(ValueError):
 
 
 def parse_catalog(spec: str) -> tuple[InstanceType, ...]:
-    """``fake:N`` or a YAML file of InstanceType / InstanceTypeCatalog(preset fake) documents."""
+    """``fake:N`` or a YAML file with InstanceType / InstanceTypeCatalog (preset fake) documents
+    (other kinds are skipped, so a ``simulate`` scenario file works as a catalog)."""
     if spec.startswith("fake:"):
         try:
             count = int(spec.removeprefix("fake:"))
@@ -79,9 +80,7 @@ def _catalog_doc(path: str, index: int, doc: Mapping[str, Any]) -> tuple[Instanc
             return fake_instance_types(preset.count)
     except DecodeError as err:
         raise LaunchError(f"--catalog: {path}: document {index + 1}: {err}") from None
-    raise LaunchError(
-        f"--catalog: {path}: document {index + 1}: unexpected kind {doc.get('kind')!r}"
-    )
+    return ()  # other documents (a simulate scenario's NodePools, Pods...) are not the catalog
 
 
 def _settings() -> settings_mod.Settings:
@@ -114,10 +113,10 @@ async def serve(
 def run(args: argparse.Namespace) -> int:
     """``karpenter run``."""
     settings = _settings()
+    catalog = parse_catalog(args.catalog)  # bad flags fail before anything is configured
     configure_logging(
         settings.LOG_LEVEL or "info", settings.log_json, output_paths=settings.log_output_paths
     )
-    catalog = parse_catalog(args.catalog)
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else _env_kubeconfig()
     clock = RealClock()
     anyio.run(
@@ -134,10 +133,10 @@ def _env_kubeconfig() -> Path | None:
 def sandbox(args: argparse.Namespace) -> int:
     """``karpenter sandbox``: control plane + CRDs + NodePool + controller, until Ctrl-C."""
     settings = _settings()
+    catalog = parse_catalog(args.catalog)  # bad flags fail before anything is configured
     configure_logging(
         settings.LOG_LEVEL or "info", settings.log_json, output_paths=settings.log_output_paths
     )
-    catalog = parse_catalog(args.catalog)
     target = Path(args.kubeconfig).resolve()
     log = get_logger("sandbox")
     work_dir = Path(tempfile.mkdtemp(prefix="karpenter-sandbox-"))
