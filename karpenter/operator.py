@@ -24,6 +24,7 @@ from karpenter.aio.clock import Clock
 from karpenter.cloud.metered import MeteredCloud
 from karpenter.cloud.provider import CloudProvider
 from karpenter.controllers.lifecycle import Lifecycle
+from karpenter.controllers.nodepool import NodePoolStatus
 from karpenter.controllers.provisioner import Provisioner
 from karpenter.controllers.termination import Termination
 from karpenter.kube import client as kc
@@ -92,6 +93,7 @@ class Operator:
         self.lifecycle = Lifecycle(
             kube, self.state, metered("nodeclaim.lifecycle"), self.recorder, clock, metrics
         )
+        self.nodepool_status = NodePoolStatus(kube, self.state, clock)
         self.provisioner = Provisioner(
             kube,
             self.state,
@@ -157,6 +159,7 @@ class Operator:
         self.leading = True
         try:
             async with anyio.create_task_group() as tg:
+                await tg.start(self.nodepool_status.run)
                 await tg.start(self.termination.run)
                 await tg.start(self.lifecycle.run)
                 await tg.start(self.provisioner.run)

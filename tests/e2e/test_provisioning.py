@@ -74,6 +74,17 @@ async def test_pending_pods_get_nodes_and_are_bound(control_plane: ControlPlane)
         assert op.provisioner.passes
         await _assert_observable(op, pool)
 
+        async def pool_status() -> bool:
+            obj = await kube.get(kc.NODEPOOLS, pool)
+            return (
+                codec.condition_true(obj, "Ready")
+                and codec.condition_true(obj, "ValidationSucceeded")
+                and obj.get("status", {}).get("nodes") == len(claims)
+                and "cpu" in obj["status"].get("resources", {})
+            )
+
+        await harness.eventually(pool_status, "the NodePool's Ready condition and node count")
+
         nodes = [c["status"]["nodeName"] for c in claims]
         await harness.cleanup(kube, pool, ns)
         for name in nodes:
