@@ -127,7 +127,9 @@ class Lifecycle:
             conds, status = codec.conditions(raw), {}
         try:
             requeue = await self._register(raw, claim, conds, status, log)
-            if requeue is None and _true(conds, "Registered"):
+            # Initialized is sticky, as upstream: a Node going NotReady later is not the
+            # business of initialization (repair and disruption handle it).
+            if requeue is None and _true(conds, "Registered") and not _true(conds, "Initialized"):
                 requeue = await self._initialize(raw, claim, conds, status)
         except errors.Conflict:
             requeue = _CONFLICT_RETRY_S  # the Node changed under us; status so far still goes out
