@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from karpenter import settings as settings_mod
 from karpenter.aio.clock import Clock, RealClock
+from karpenter.aio.ratelimit import TokenBucket
 from karpenter.api import simulation
 from karpenter.api.errors import DecodeError
 from karpenter.aws_runtime import open_aws
@@ -33,6 +34,7 @@ from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.kube import client as kc
 from karpenter.kube.events import EventRecorder
+from karpenter.kube.leader import LeaderElectionLost
 from karpenter.observability.logging import configure_logging, get_logger
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator, run_until_signalled
@@ -49,7 +51,8 @@ class LaunchError(ValueError):
 
 
 def parse_catalog(spec: str) -> tuple[InstanceType, ...]:
-    """``fake:N`` or a YAML file of InstanceType / InstanceTypeCatalog(preset fake) documents."""
+    """``fake:N`` or a YAML file with InstanceType / InstanceTypeCatalog (preset fake) documents
+    (other kinds are skipped, so a ``simulate`` scenario file works as a catalog)."""
     if spec.startswith("fake:"):
         try:
             count = int(spec.removeprefix("fake:"))
@@ -81,9 +84,7 @@ def _catalog_doc(path: str, index: int, doc: Mapping[str, Any]) -> tuple[Instanc
             return fake_instance_types(preset.count)
     except DecodeError as err:
         raise LaunchError(f"--catalog: {path}: document {index + 1}: {err}") from None
-    raise LaunchError(
-        f"--catalog: {path}: document {index + 1}: unexpected kind {doc.get('kind')!r}"
-    )
+    return ()  # other documents (a simulate scenario's NodePools, Pods...) are not the catalog
 
 
 def _settings() -> settings_mod.Settings:
@@ -104,6 +105,7 @@ async def serve(
 ) -> None:
     """Run the controller with the simulated cloud until cancelled."""
     async with kc.connect(kubeconfig) as kube:
+        kube.limiter = TokenBucket(clock, settings.KUBE_CLIENT_QPS, settings.KUBE_CLIENT_BURST)
         cloud = SimulatedCloud(kube, catalog, clock, boot_delay_s=boot_delay_s)
         operator = Operator(kube, settings, cloud, clock, Metrics(), services=[cloud.run])
         async with anyio.create_task_group() as tg:
@@ -123,6 +125,7 @@ async def serve_aws(
 ) -> None:
     """Run the controller with the AWS provider until cancelled."""
     async with kc.connect(kubeconfig) as kube:
+        kube.limiter = TokenBucket(clock, settings.KUBE_CLIENT_QPS, settings.KUBE_CLIENT_BURST)
         state = ClusterState()
         async with open_aws(
             kube,
@@ -159,14 +162,17 @@ def _aws_settings() -> settings_mod.AWSSettings:
 def run(args: argparse.Namespace) -> int:
     """``karpenter run``."""
     settings = _settings()
-    configure_logging(settings.LOG_LEVEL or "info", settings.log_json)
+    # Bad flags and settings fail before anything is configured.
+    aws = _aws_settings() if args.cloud_provider == "aws" else None
+    catalog = parse_catalog(args.catalog) if aws is None else ()
+    configure_logging(
+        settings.LOG_LEVEL or "info", settings.log_json, output_paths=settings.log_output_paths
+    )
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else _env_kubeconfig()
     clock = RealClock()
-    if args.cloud_provider == "aws":
-        aws = _aws_settings()
+    if aws is not None:
         anyio.run(run_until_signalled, lambda: serve_aws(kubeconfig, settings, aws, clock))
         return 0
-    catalog = parse_catalog(args.catalog)
     anyio.run(
         run_until_signalled, lambda: serve(kubeconfig, settings, catalog, args.boot_delay, clock)
     )
@@ -181,8 +187,10 @@ def _env_kubeconfig() -> Path | None:
 def sandbox(args: argparse.Namespace) -> int:
     """``karpenter sandbox``: control plane + CRDs + NodePool + controller, until Ctrl-C."""
     settings = _settings()
-    configure_logging(settings.LOG_LEVEL or "info", settings.log_json)
-    catalog = parse_catalog(args.catalog)
+    catalog = parse_catalog(args.catalog)  # bad flags fail before anything is configured
+    configure_logging(
+        settings.LOG_LEVEL or "info", settings.log_json, output_paths=settings.log_output_paths
+    )
     target = Path(args.kubeconfig).resolve()
     log = get_logger("sandbox")
     work_dir = Path(tempfile.mkdtemp(prefix="karpenter-sandbox-"))
@@ -226,7 +234,8 @@ async def _sandbox_main(
 
 
 def main(args: argparse.Namespace) -> int:
-    """Dispatch ``run`` / ``sandbox``; exit 2 with one line on bad input."""
+    """Dispatch ``run`` / ``sandbox``; exit 2 with one line on bad input, 1 when leadership
+    is lost (as upstream, the process ends and its replacement campaigns afresh)."""
     try:
         return run(args) if args.command == "run" else sandbox(args)
     except LaunchError as err:
@@ -234,3 +243,15 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 0
+    except LeaderElectionLost as err:
+        return _lost(err)
+    except BaseExceptionGroup as group:
+        lost = group.subgroup(LeaderElectionLost)
+        if lost is None:
+            raise
+        return _lost(lost)
+
+
+def _lost(err: BaseException) -> int:
+    get_logger("operator").error("leader election lost, exiting", error=str(err))
+    return EXIT_FAILED

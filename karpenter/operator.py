@@ -24,6 +24,7 @@ from karpenter.aio.clock import Clock
 from karpenter.cloud.metered import MeteredCloud
 from karpenter.cloud.provider import CloudProvider
 from karpenter.controllers.lifecycle import Lifecycle
+from karpenter.controllers.nodepool import NodePoolStatus
 from karpenter.controllers.provisioner import Provisioner
 from karpenter.controllers.termination import Termination
 from karpenter.kube import client as kc
@@ -43,6 +44,24 @@ Service = Callable[..., Coroutine[Any, Any, None]]
 def default_identity() -> str:
     """``<hostname>_<random>``, like client-go's leader-election identities."""
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def _informers(
+    kube: kc.KubeClient,
+    state: ClusterState,
+    clock: Clock,
+    extra: Sequence[tuple[kc.Resource, Sink]] = (),
+) -> list[Informer]:
+    """The mirror's informers, plus a provider's own (e.g. EC2NodeClasses)."""
+    feeds: list[tuple[kc.Resource, Sink]] = [
+        (kc.NODEPOOLS, state.nodepools),
+        (kc.NODES, state.nodes),
+        (kc.NODECLAIMS, state.nodeclaims),
+        (kc.DAEMONSETS, state.daemonsets),
+        (kc.PODS, state.pods),
+        *extra,
+    ]
+    return [Informer(kube, resource, store, clock) for resource, store in feeds]
 
 
 class Operator:
@@ -72,15 +91,8 @@ class Operator:
         self.serve = serve
         self.state = state if state is not None else ClusterState()
         self.recorder = EventRecorder(kube, clock)
-        feeds: list[tuple[kc.Resource, Sink]] = [
-            (kc.NODEPOOLS, self.state.nodepools),
-            (kc.NODES, self.state.nodes),
-            (kc.NODECLAIMS, self.state.nodeclaims),
-            (kc.DAEMONSETS, self.state.daemonsets),
-            (kc.PODS, self.state.pods),
-            *informers,
-        ]
-        self.informers = [Informer(kube, resource, store, clock) for resource, store in feeds]
+        self.informers = _informers(kube, self.state, clock, informers)
+        self.state.subscribe(self._observe_state)
 
         def metered(controller: str) -> MeteredCloud:
             return MeteredCloud(cloud, metrics, controller)
@@ -91,6 +103,7 @@ class Operator:
         self.lifecycle = Lifecycle(
             kube, self.state, metered("nodeclaim.lifecycle"), self.recorder, clock, metrics
         )
+        self.nodepool_status = NodePoolStatus(kube, self.state, clock)
         self.provisioner = Provisioner(
             kube,
             self.state,
@@ -115,6 +128,11 @@ class Operator:
         self.leading = False
         self.ports: tuple[int, int] | None = None
         self._log = get_logger("operator").bind(identity=self.identity)
+
+    def _observe_state(self, kind: str, key: str, obj: object) -> None:
+        if kind in ("Node", "NodeClaim"):
+            self.metrics.cluster_state_node_count.set(len(self.state.nodes.entries))
+            self.metrics.cluster_state_synced.set(1 if self.state.synced() else 0)
 
     def ready(self) -> bool:
         """/readyz: every informer has listed once."""
@@ -151,6 +169,7 @@ class Operator:
         self.leading = True
         try:
             async with anyio.create_task_group() as tg:
+                await tg.start(self.nodepool_status.run)
                 await tg.start(self.termination.run)
                 await tg.start(self.lifecycle.run)
                 await tg.start(self.provisioner.run)

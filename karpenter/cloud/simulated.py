@@ -96,7 +96,7 @@ class SimulatedCloud:
         self.instances: dict[str, Instance] = {}
         self.unavailable: set[OfferingRef] = set()
         self.create_calls = 0
-        self._create_errors: list[Exception] = []
+        self._create_errors: dict[str, list[Exception]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._log = structlog.get_logger().bind(cloud="simulated")
 
@@ -154,9 +154,10 @@ class SimulatedCloud:
         if self.instances:
             self._log.info("adopted instances", count=len(self.instances))
 
-    def inject_create_errors(self, *errs: Exception) -> None:
-        """The next ``len(errs)`` launches fail with these errors, in order (one-shot each)."""
-        self._create_errors.extend(errs)
+    def inject_create_errors(self, *errs: Exception, nodepool: str = "") -> None:
+        """The next ``len(errs)`` launches (of ``nodepool``'s claims, or of any claim when it
+        is empty) fail with these errors, in order, one-shot each."""
+        self._create_errors.setdefault(nodepool, []).extend(errs)
 
     def reset(self) -> None:
         """Forget injected errors and unavailable offerings (instances are kept)."""
@@ -187,8 +188,10 @@ class SimulatedCloud:
     async def create(self, claim: NodeClaim) -> NodeClaim:
         """Launch the cheapest offering the claim allows; the Node follows after the delay."""
         self.create_calls += 1
-        if self._create_errors:
-            raise self._create_errors.pop(0)
+        for key in (claim.nodepool, ""):
+            queued = self._create_errors.get(key)
+            if queued:
+                raise queued.pop(0)
         existing = self.instances.get(claim.name)
         if existing is not None:  # a retried launch of the same claim is idempotent
             return existing.claim
@@ -245,6 +248,11 @@ class SimulatedCloud:
         )
         labels = dict(it.requirements.single_values())
         labels.update(narrowed.single_values())
+        # a real machine has one OS and architecture even when the type allows several
+        for key, preferred in ((lbl.OS, "linux"), (lbl.ARCH, "amd64")):
+            req = narrowed.get(key) or it.requirements.get(key)
+            if key not in labels and req is not None:
+                labels[key] = preferred if req.has(preferred) else req.any_value()
         labels.update(claim.labels)
         labels[lbl.HOSTNAME] = claim.name
         provider_id = f"{PROVIDER_PREFIX}{claim.name}"

@@ -127,7 +127,9 @@ class Lifecycle:
             conds, status = codec.conditions(raw), {}
         try:
             requeue = await self._register(raw, claim, conds, status, log)
-            if requeue is None and _true(conds, "Registered"):
+            # Initialized is sticky, as upstream: a Node going NotReady later is not the
+            # business of initialization (repair and disruption handle it).
+            if requeue is None and _true(conds, "Registered") and not _true(conds, "Initialized"):
                 requeue = await self._initialize(raw, claim, conds, status)
         except errors.Conflict:
             requeue = _CONFLICT_RETRY_S  # the Node changed under us; status so far still goes out
@@ -145,26 +147,10 @@ class Lifecycle:
         status: dict[str, Any],
         log: Any,
     ) -> NodeClaim | None:
-        now = self.clock.now()
         try:
             launched = await self.cloud.create(claim)
-        except InsufficientCapacityError as err:
-            for ref in err.offerings:
-                self.state.unavailable.mark(ref.instance_type, ref.zone, ref.capacity_type, now)
-            await self._event(raw, events.WARNING, "InsufficientCapacityError", str(err))
-            await self._delete(raw, "insufficient_capacity", log)
-            return None
-        except NodeClassNotReadyError as err:
-            await self._event(raw, events.WARNING, "NodeClassNotReady", str(err))
-            await self._delete(raw, "nodeclass_not_ready", log)
-            return None
         except CloudProviderError as err:
-            reason = err.reason if isinstance(err, CreateError) else "LaunchFailed"
-            message = str(err)
-            if len(message) > _MAX_MESSAGE:
-                message = message[:_MAX_MESSAGE] + "..."
-            codec.set_condition(conds, "Launched", "Unknown", reason, message, now)
-            log.warning("launch failed", error=str(err))
+            await self._launch_error(raw, err, conds, log)
             return None
         labels = dict(launched.labels)
         labels.update(claim.labels)  # the claim's own labels win over the provider's
@@ -180,10 +166,33 @@ class Lifecycle:
             capacity=codec.resource_list(launched.capacity),
             allocatable=codec.resource_list(launched.allocatable),
         )
-        codec.set_condition(conds, "Launched", "True", "Launched", "", now)
+        codec.set_condition(conds, "Launched", "True", "Launched", "", self.clock.now())
         self.metrics.nodeclaims_launched.labels(nodepool=claim.nodepool).inc()
         log.info("launched", provider_id=launched.provider_id)
         return launched
+
+    async def _launch_error(
+        self, raw: Obj, err: CloudProviderError, conds: list[Obj], log: Any
+    ) -> None:
+        """Branch on the error type: capacity and NodeClass errors end the claim, others
+        are surfaced on ``Launched`` and retried."""
+        now = self.clock.now()
+        if isinstance(err, InsufficientCapacityError):
+            for ref in err.offerings:
+                self.state.unavailable.mark(ref.instance_type, ref.zone, ref.capacity_type, now)
+            await self._event(raw, events.WARNING, "InsufficientCapacityError", str(err))
+            await self._delete(raw, "insufficient_capacity", log)
+            return
+        if isinstance(err, NodeClassNotReadyError):
+            await self._event(raw, events.WARNING, "NodeClassNotReady", str(err))
+            await self._delete(raw, "nodeclass_not_ready", log)
+            return
+        reason = err.reason if isinstance(err, CreateError) else "LaunchFailed"
+        message = str(err)
+        if len(message) > _MAX_MESSAGE:
+            message = message[:_MAX_MESSAGE] + "..."
+        codec.set_condition(conds, "Launched", "Unknown", reason, message, now)
+        log.warning("launch failed", error=str(err))
 
     async def _launch_failed(
         self, raw: Obj, conds: list[Obj], status: dict[str, Any]

@@ -146,6 +146,7 @@ class Provisioner:
             len(results.unschedulable)
         )
         created = await self._create_all(results, {p.name: p for p in pools})
+        await self._report_nominations(results)
         await self._report_unschedulable(results)
         report = PassReport(len(pending), tuple(created), dict(results.unschedulable))
         self.passes.append(report)
@@ -205,6 +206,18 @@ class Provisioner:
                 f"Pod should schedule on: nodeclaim/{name}",
             )
         return name
+
+    async def _report_nominations(self, results: Results) -> None:
+        """Pods the pass placed on existing or in-flight capacity (deduplicated per node)."""
+        for node_name, pods in results.existing:
+            kind = "node" if self.state.nodes.raw(node_name) is not None else "nodeclaim"
+            for pod in pods:
+                await self.recorder.publish(
+                    codec.pod_reference(pod),
+                    events.NORMAL,
+                    "Nominated",
+                    f"Pod should schedule on: {kind}/{node_name}",
+                )
 
     async def _report_unschedulable(self, results: Results) -> None:
         for key, reason in sorted(results.unschedulable.items()):

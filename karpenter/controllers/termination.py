@@ -9,6 +9,8 @@ an optimistic lock so a concurrent finalizer change by someone else is never los
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import anyio.abc
 import structlog
@@ -17,6 +19,7 @@ from karpenter.aio.clock import Clock
 from karpenter.aio.keyed_queue import KeyedQueue
 from karpenter.cloud.provider import CloudProvider, NodeClaimNotFoundError
 from karpenter.core.model import labels as lbl
+from karpenter.core.model.node import NodeClaim
 from karpenter.kube import codec, errors
 from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Obj
 from karpenter.observability.metrics import Metrics
@@ -73,20 +76,28 @@ class Termination:
         if lbl.FINALIZER_TERMINATION not in finalizers:
             return None
         log = self._log.bind(nodeclaim=name)
-        if claim is not None:
-            for node in (
-                self.state.node_by_provider_id(claim.provider_id) if claim.provider_id else []
-            ):
-                try:
-                    await self.kube.delete(NODES, codec.name(node))
-                except errors.NotFound:
-                    pass
+        if claim is not None and not await self._instance_gone(claim, log):
+            return INSTANCE_POLL_S
+        await self._release(raw, finalizers, log)
+        return None
+
+    async def _instance_gone(self, claim: NodeClaim, log: Any) -> bool:
+        """Delete the claim's Node(s), then ask the cloud to terminate; True once it is gone."""
+        nodes = self.state.node_by_provider_id(claim.provider_id) if claim.provider_id else []
+        for node in nodes:
             try:
-                await self.cloud.delete(claim)
-                log.info("instance terminating")
-                return INSTANCE_POLL_S
-            except NodeClaimNotFoundError:
+                await self.kube.delete(NODES, codec.name(node))
+            except errors.NotFound:
                 pass
+        try:
+            await self.cloud.delete(claim)
+        except NodeClaimNotFoundError:
+            return True
+        log.info("instance terminating")
+        return False
+
+    async def _release(self, raw: Obj, finalizers: list[str], log: Any) -> None:
+        name = codec.name(raw)
         finalizers.remove(lbl.FINALIZER_TERMINATION)
         patch = {
             "metadata": {
@@ -97,7 +108,7 @@ class Termination:
         try:
             await self.kube.merge_patch(NODECLAIMS, name, patch)
         except errors.NotFound:
-            return None
+            return
         self.terminated.append(name)
         labels = codec.meta(raw).get("labels") or {}
         self.metrics.nodeclaims_terminated.labels(
@@ -106,4 +117,3 @@ class Termination:
             zone=labels.get(lbl.ZONE, ""),
         ).inc()
         log.info("terminated")
-        return None

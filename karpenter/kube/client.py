@@ -22,6 +22,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from karpenter.aio.ratelimit import TokenBucket
 from karpenter.kube import errors
 
 Obj = dict[str, Any]
@@ -86,8 +87,10 @@ class WatchEvent:
 class KubeClient:
     """A narrow JSON client over one kubernetes_asyncio ``ApiClient`` (not owned)."""
 
-    def __init__(self, api: k8s.ApiClient) -> None:
+    def __init__(self, api: k8s.ApiClient, limiter: TokenBucket | None = None) -> None:
         self.api = api
+        # KUBE_CLIENT_QPS/BURST; watches are long-lived streams and are not throttled
+        self.limiter = limiter
 
     async def _call(
         self,
@@ -98,7 +101,10 @@ class KubeClient:
         body: object = None,
         content_type: str = JSON,
         request_timeout: aiohttp.ClientTimeout | float | None = 30.0,
+        throttle: bool = True,
     ) -> aiohttp.ClientResponse:
+        if throttle and self.limiter is not None:
+            await self.limiter.acquire()
         try:
             resp: aiohttp.ClientResponse = await self.api.call_api(
                 path,
@@ -177,7 +183,9 @@ class KubeClient:
         # No total timeout: the server ends the watch after timeoutSeconds; the read timeout
         # catches a silently dead connection (bookmarks arrive about once a minute).
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30)
-        resp = await self._call("GET", res.path(), query=query, request_timeout=timeout)
+        resp = await self._call(
+            "GET", res.path(), query=query, request_timeout=timeout, throttle=False
+        )
         try:
             yield _events(resp, res)
         finally:

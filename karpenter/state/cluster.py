@@ -146,6 +146,9 @@ class ClusterState:
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
+        # providerID → Node names, kept in step before listeners run (reconciles look it up)
+        self._provider_nodes: dict[str, set[str]] = {}
+        self._node_provider: dict[str, str] = {}
         self.pods: KindStore[Pod] = KindStore("Pod", decode.pod, self._notify)
         self.nodes: KindStore[Node] = KindStore("Node", decode.node, self._notify)
         self.nodeclaims: KindStore[NodeClaim] = KindStore(
@@ -162,8 +165,22 @@ class ClusterState:
         self._listeners.append(listener)
 
     def _notify(self, kind: str, key: str, obj: Obj | None) -> None:
+        if kind == "Node":
+            self._index_node(key, obj)
         for listener in self._listeners:
             listener(kind, key, obj)
+
+    def _index_node(self, name: str, obj: Obj | None) -> None:
+        old = self._node_provider.pop(name, "")
+        if old:
+            names = self._provider_nodes.get(old, set())
+            names.discard(name)
+            if not names:
+                self._provider_nodes.pop(old, None)
+        new = str(((obj or {}).get("spec") or {}).get("providerID") or "")
+        if obj is not None and new:
+            self._node_provider[name] = new
+            self._provider_nodes.setdefault(new, set()).add(name)
 
     # ---- queries ------------------------------------------------------------------------------
 
@@ -181,11 +198,8 @@ class ClusterState:
 
     def node_by_provider_id(self, provider_id: str) -> list[Obj]:
         """Raw Nodes with this providerID (more than one is an error upstream reports)."""
-        return [
-            e.raw
-            for _, e in sorted(self.nodes.entries.items())
-            if (e.raw.get("spec") or {}).get("providerID") == provider_id
-        ]
+        names = sorted(self._provider_nodes.get(provider_id, ()))
+        return [raw for raw in (self.nodes.raw(n) for n in names) if raw is not None]
 
     def active_nodepools(self) -> list[NodePool]:
         """NodePools that decoded and are not being deleted."""

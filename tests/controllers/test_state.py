@@ -148,3 +148,27 @@ def test_snapshot_has_pools_with_types_and_skips_deleting_pools() -> None:
     assert [p.name for p in cluster.nodepools] == ["keep"]
     assert cluster.instance_types == {"keep": types}
     assert [p.name for p in cluster.pods] == ["a"]
+
+
+def _node(name: str, rv: int, provider_id: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "resourceVersion": str(rv)},
+        "spec": {"providerID": provider_id},
+    }
+
+
+def test_nodes_are_found_by_provider_id_through_changes() -> None:
+    """The providerID index follows adds, a changed providerID and deletes."""
+    state = ClusterState()
+    state.nodes.apply("ADDED", _node("n1", 1, "sim://a"))
+    state.nodes.apply("ADDED", _node("n2", 1, "sim://b"))
+    assert [n["metadata"]["name"] for n in state.node_by_provider_id("sim://a")] == ["n1"]
+    state.nodes.apply("MODIFIED", _node("n1", 2, "sim://c"))
+    assert state.node_by_provider_id("sim://a") == []
+    assert [n["metadata"]["name"] for n in state.node_by_provider_id("sim://c")] == ["n1"]
+    state.nodes.apply("DELETED", _node("n2", 3, "sim://b"))
+    assert state.node_by_provider_id("sim://b") == []
+    state.nodes.replace([])
+    assert state.node_by_provider_id("sim://c") == []

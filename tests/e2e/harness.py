@@ -20,6 +20,7 @@ from karpenter.aio.clock import RealClock
 from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.kube import client as kc
+from karpenter.kube import errors
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator
 from karpenter.settings import Settings
@@ -155,13 +156,21 @@ async def claims_of(kube: kc.KubeClient, pool: str) -> list[dict[str, Any]]:
 
 
 async def cleanup(kube: kc.KubeClient, pool: str, ns: str) -> None:
-    """Delete the namespace, the pool's NodeClaims (finalized by the running controller) and it."""
+    """Delete the namespace and the pool, then its NodeClaims (finalized by the running
+    controller). The pool goes first so no new claim can be made for a pod still terminating."""
     await kube.delete(kc.NAMESPACES, ns)
-    for claim in await claims_of(kube, pool):
-        await kube.delete(kc.NODECLAIMS, claim["metadata"]["name"])
+    try:
+        await kube.delete(kc.NODEPOOLS, pool)
+    except errors.NotFound:
+        pass
 
     async def gone() -> bool:
-        return not await claims_of(kube, pool)
+        claims = await claims_of(kube, pool)
+        for claim in claims:
+            try:
+                await kube.delete(kc.NODECLAIMS, claim["metadata"]["name"])
+            except errors.NotFound:
+                pass
+        return not claims
 
     await eventually(gone, f"NodeClaims of {pool} to be finalized")
-    await kube.delete(kc.NODEPOOLS, pool)

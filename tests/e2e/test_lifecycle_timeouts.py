@@ -40,9 +40,11 @@ async def test_failing_launch_is_unknown_then_deleted_after_launch_timeout(
         kc.connect(control_plane.kubeconfig) as kube,
     ):
         assert isinstance(op.cloud, SimulatedCloud)
-        op.cloud.inject_create_errors(*(CreateError("quota exceeded", "QuotaExceeded"),) * 20)
-        op.lifecycle.launch_timeout_s = 3.0
         pool = harness.unique("pool")
+        op.cloud.inject_create_errors(
+            *(CreateError("quota exceeded", "QuotaExceeded"),) * 20, nodepool=pool
+        )
+        op.lifecycle.launch_timeout_s = 3.0
         ns = await harness.namespace(kube)
         await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
         await kube.create(kc.PODS, harness.pod("p", pool), ns)

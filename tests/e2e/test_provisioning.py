@@ -45,7 +45,13 @@ async def test_pending_pods_get_nodes_and_are_bound(control_plane: ControlPlane)
 
         await harness.eventually(all_bound, "the scheduler to bind all six pods")
 
-        claims = await harness.claims_of(kube, pool)
+        async def all_ready() -> list[dict[str, Any]]:
+            # the scheduler may bind as soon as a Node is Ready, a moment before the claim's
+            # Initialized condition is written
+            claims = await harness.claims_of(kube, pool)
+            return claims if claims and all(_ready(c) for c in claims) else []
+
+        claims = await harness.eventually(all_ready, "every NodeClaim Ready")
         assert 1 <= len(claims) <= 3
         pool_obj = await kube.get(kc.NODEPOOLS, pool)
         for claim in claims:
@@ -67,6 +73,17 @@ async def test_pending_pods_get_nodes_and_are_bound(control_plane: ControlPlane)
             assert harness.POOL_KEY in taints
         assert op.provisioner.passes
         await _assert_observable(op, pool)
+
+        async def pool_status() -> bool:
+            obj = await kube.get(kc.NODEPOOLS, pool)
+            return (
+                codec.condition_true(obj, "Ready")
+                and codec.condition_true(obj, "ValidationSucceeded")
+                and obj.get("status", {}).get("nodes") == len(claims)
+                and "cpu" in obj["status"].get("resources", {})
+            )
+
+        await harness.eventually(pool_status, "the NodePool's Ready condition and node count")
 
         nodes = [c["status"]["nodeName"] for c in claims]
         await harness.cleanup(kube, pool, ns)
@@ -215,5 +232,38 @@ async def test_insufficient_capacity_deletes_the_claim_and_falls_back(
         events, _ = await kube.list(kc.EVENTS, "default")
         ice = [e for e in events if e["reason"] == "InsufficientCapacityError"]
         assert any(e["involvedObject"]["name"].startswith(f"{zone1}-") for e in ice)
-        await harness.cleanup(kube, zone2, ns)
         await kube.delete(kc.NODEPOOLS, zone1)
+        await harness.cleanup(kube, zone2, ns)
+
+
+@pytest.mark.asyncio
+async def test_deployment_replicas_get_nodes(control_plane: ControlPlane) -> None:
+    """A Deployment's pods (made by the controller-manager) are provisioned for and bound."""
+    async with (
+        harness.running(control_plane.kubeconfig),
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        template = harness.pod("ignored", pool, cpu="1")
+        template["metadata"] = {"labels": {"app": "web"}}
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 4,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": template["metadata"], "spec": template["spec"]},
+            },
+        }
+        await kube.create(kc.DEPLOYMENTS, deployment, ns)
+
+        async def bound() -> bool:
+            pods, _ = await kube.list(kc.PODS, ns)
+            return len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods)
+
+        await harness.eventually(bound, "the Deployment's four pods to be bound")
+        assert await harness.claims_of(kube, pool)
+        await harness.cleanup(kube, pool, ns)

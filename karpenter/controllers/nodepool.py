@@ -1,0 +1,114 @@
+"""NodePool status: validation and readiness conditions, and the node/resource counters.
+
+Upstream splits this over ``nodepool.validation``, ``nodepool.readiness`` and
+``nodepool.counter``; here one small controller writes all of it in one status patch:
+
+* ``ValidationSucceeded``: the CRD's OpenAPI/CEL rules already ran at admission; this adds the
+  runtime rules of ``karpenter.api.nodepool`` (the same model ``simulate`` validates with). A
+  pool failing them is skipped by the provisioner and says why here.
+* ``NodeClassReady``: the simulated cloud has no NodeClass objects, so it is always True.
+* ``Ready``: both of the above.
+* ``status.nodes`` / ``status.resources``: how many Nodes the pool owns and their capacity
+  (the NODES, CPU and MEMORY columns of ``kubectl get nodepools``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import anyio.abc
+import structlog
+
+from karpenter.aio.clock import Clock
+from karpenter.aio.keyed_queue import KeyedQueue
+from karpenter.core.model import labels as lbl
+from karpenter.core.model import resources as res
+from karpenter.kube import codec, errors
+from karpenter.kube.client import NODEPOOLS, KubeClient, Obj
+from karpenter.state.cluster import ClusterState
+
+COUNTED = (res.CPU, res.MEMORY, res.PODS, res.EPHEMERAL_STORAGE)
+
+
+class NodePoolStatus:
+    """Keeps every NodePool's status conditions and counters current."""
+
+    def __init__(self, kube: KubeClient, state: ClusterState, clock: Clock) -> None:
+        self.kube = kube
+        self.state = state
+        self.clock = clock
+        self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodepool.status")
+        self._log = structlog.get_logger().bind(controller="nodepool.status")
+        state.subscribe(self._on_change)
+
+    def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
+        if kind == "NodePool" and obj is not None:
+            self.queue.add(key)
+        elif kind == "Node":
+            pool = ((obj or {}).get("metadata", {}).get("labels") or {}).get(lbl.NODEPOOL)
+            if pool:
+                self.queue.add(pool)
+            elif obj is None:  # a deleted Node: we no longer know its pool, recount all
+                for name in list(self.state.nodepools.entries):
+                    self.queue.add(name)
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Reconcile NodePools forever."""
+        for name in list(self.state.nodepools.entries):
+            self.queue.add(name)
+        task_status.started()
+        await self.queue.run(self.reconcile, 4)
+
+    async def reconcile(self, name: str) -> float | None:
+        """Compute and write one NodePool's status (only when it changed)."""
+        raw = self.state.nodepools.raw(name)
+        if raw is None or codec.meta(raw).get("deletionTimestamp"):
+            return None
+        now = self.clock.now()
+        conds = codec.conditions(raw)
+        problem = self.state.nodepools.invalid.get(name, "")
+        if problem:
+            codec.set_condition(
+                conds, "ValidationSucceeded", "False", "NodePoolValidationFailed", problem, now
+            )
+        else:
+            codec.set_condition(conds, "ValidationSucceeded", "True", "", "", now)
+        codec.set_condition(conds, "NodeClassReady", "True", "", "", now)
+        ready = "False" if problem else "True"
+        codec.set_condition(conds, "Ready", ready, "NotReady" if problem else "Ready", problem, now)
+        nodes, capacity = self._count(name)
+        patch: dict[str, Any] = {}
+        status = raw.get("status") or {}
+        if conds != codec.conditions(raw):
+            patch["conditions"] = conds
+        if status.get("nodes") != nodes:
+            patch["nodes"] = nodes
+        if status.get("resources") != capacity:
+            patch["resources"] = capacity
+        if patch:
+            try:
+                obj = await self.kube.merge_patch(
+                    NODEPOOLS, name, {"status": patch}, subresource="status"
+                )
+            except errors.NotFound:
+                return None
+            self.state.nodepools.upsert(obj)
+        return None
+
+    def _count(self, pool: str) -> tuple[int, dict[str, str]]:
+        total: dict[str, int] = {}
+        count = 0
+        for node in self.state.nodes.values():
+            if node.labels.get(lbl.NODEPOOL) != pool:
+                continue
+            count += 1
+            total = res.add(total, _counted(node.capacity))
+        return count, codec.resource_list(total)
+
+
+def _counted(capacity: Mapping[str, int]) -> dict[str, int]:
+    return {k: v for k, v in capacity.items() if k in COUNTED}
