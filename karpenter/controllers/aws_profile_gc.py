@@ -56,6 +56,9 @@ class ProfileCollector:
         pages = self.iam.get_paginator("list_instance_profiles").paginate(PathPrefix=self.prefix)
         async for page in pages:
             for profile in page.get("InstanceProfiles", []):
+                # checked again here: deleting another cluster's profile must be impossible
+                if not str(profile.get("Path", "")).startswith(self.prefix):
+                    continue
                 name = str(profile["InstanceProfileName"])
                 created = profile.get("CreateDate")
                 young = created is not None and now - created.timestamp() < PROTECTION_SECONDS

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from karpenter.cloud.aws import errors
+from karpenter.cloud.aws import authcheck, errors
 from karpenter.cloud.aws.clients import Clients
 from karpenter.core.aws import amifamily, amis
 from karpenter.core.aws import nodeclass as nc
@@ -55,6 +55,7 @@ class Resolver:
     clients: Clients
     cluster_name: str
     k8s_version: str = "1.31"
+    dry_run: bool = True  # DISABLE_DRY_RUN=true turns the authorization checks off
 
     async def subnets(self, terms: Sequence[nc.SelectorTerm]) -> tuple[nc.Subnet, ...]:
         """Matching subnets, most free IPs first, then by id."""
@@ -193,8 +194,12 @@ class Resolver:
             conds.append(
                 nc.Condition(nc.COND_INSTANCE_PROFILE, "False", "InstanceProfileNotFound", msg)
             )
-        conds.append(_validation(node_class, conds))
-        return nc.Status(subnets, groups, images, profile, nc.with_ready(tuple(conds)))
+        validation = _validation(node_class, conds)
+        status = nc.Status(subnets, groups, images, profile, ())
+        if validation.status == "True" and self.dry_run:
+            validation = await authcheck.check(self.clients.ec2, status) or validation
+        conds.append(validation)
+        return replace(status, conditions=nc.with_ready(tuple(conds)))
 
 
 def _image_query(term: nc.SelectorTerm) -> dict[str, object]:

@@ -10,7 +10,7 @@ from karpenter.cloud.aws import resolve
 from karpenter.cloud.aws.clients import Clients
 from karpenter.core.aws import nodeclass as nc
 from tests.cloud.aws.builders import node_class
-from tests.cloud.aws.conftest import Account
+from tests.cloud.aws.conftest import Account, Moto
 
 NOW = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
 
@@ -134,3 +134,27 @@ async def test_role_change_moves_profile_to_new_role(
     name = await r.instance_profile(node_class(role="arn:aws:iam::123456789012:role/path/Other"))
     profile = await clients.iam.get_instance_profile(InstanceProfileName=name)
     assert [x["RoleName"] for x in profile["InstanceProfile"]["Roles"]] == ["Other"]
+
+
+@pytest.mark.parametrize(
+    ("action", "reason"),
+    [
+        pytest.param("RunInstances", "RunInstancesAuthCheckFailed", id="run-instances"),
+        pytest.param(
+            "CreateLaunchTemplate", "CreateLaunchTemplateAuthCheckFailed", id="launch-template"
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_dry_run_denied_fails_validation(
+    clients: Clients, account: Account, cluster: str, moto: Moto, action: str, reason: str
+) -> None:
+    """A dry run answered UnauthorizedOperation fails ValidationSucceeded with upstream's reason."""
+    moto.capacity.deny.add(action)
+    status = await resolver(clients, cluster).status(node_class(), NOW)
+    cond = status.condition("ValidationSucceeded")
+    assert cond is not None and (cond.status, cond.reason) == ("False", reason)
+    assert cond.message.startswith(f"Controller isn't authorized to call ec2:{action}: ")
+    assert status.ready() == "False"
+    skipped = resolve.Resolver(clients, cluster, "1.31", dry_run=False)
+    assert (await skipped.status(node_class(), NOW)).ready() == "True"
