@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from karpenter.cloud.aws import clients as aws_clients
-from karpenter.cloud.aws import ec2data, pricing
+from karpenter.cloud.aws import ec2data, pricing, resolve
 from karpenter.cloud.aws.provider import AWSCloudProvider, NodeClassSource
 from karpenter.settings import AWSSettings
 
@@ -41,3 +41,9 @@ async def open_provider(
         )
         await provider.launch_templates.hydrate(now())
         yield provider
+
+
+def resolver(provider: AWSCloudProvider, k8s_version: str) -> resolve.Resolver:
+    """The NodeClass resolver for the provider's account, honouring ``DISABLE_DRY_RUN``."""
+    s = provider.settings
+    return resolve.Resolver(provider.clients, s.CLUSTER_NAME, k8s_version, not s.DISABLE_DRY_RUN)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from karpenter.cloud.aws import factory
 from karpenter.cloud.aws.factory import open_provider
 from karpenter.settings import AWSSettings
 from tests.cloud.aws.builders import Clock, NodeClasses
@@ -20,3 +21,4 @@ async def test_open_provider_discovers_and_prices(moto: Moto, cluster: str) -> N
         assert provider.region.zone_ids["us-east-1a"].startswith("use1-az")
         assert "m5.large" in provider.prices.estimated()
         assert provider.launch_templates.cached == ()
+        assert factory.resolver(provider, "1.31").dry_run is True
