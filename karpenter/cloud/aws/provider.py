@@ -73,6 +73,7 @@ class AWSCloudProvider:
         self.cluster_cidr = cluster_cidr
         self.max_launch_attempts = max_launch_attempts
         self.unavailable = UnavailableOfferings()
+        self.exhausted_subnets: dict[str, float] = {}  # subnet id → until
         self.instances = instances.Instances(clients.ec2, settings.CLUSTER_NAME)
         self.fleets = fleet.Fleets(clients.ec2)
         self.launch_templates = launchtemplates.LaunchTemplates(clients.ec2, settings.CLUSTER_NAME)
@@ -157,8 +158,11 @@ class AWSCloudProvider:
         for _ in range(self.max_launch_attempts):
             now = self.now()
             types = self.catalog(node_class)
+            subnets = [
+                s for s in node_class.status.subnets if self.exhausted_subnets.get(s.id, 0) <= now
+            ]
             try:
-                plan = launch.plan(claim, types, node_class.status.subnets, node_class.status.amis)
+                plan = launch.plan(claim, types, subnets, node_class.status.amis)
             except launch.NoCapacityError as err:
                 raise InsufficientCapacityError(str(err), tuple(tried)) from None
             result = await self._fleet_retrying(claim, node_class, plan, types, now)
@@ -166,7 +170,7 @@ class AWSCloudProvider:
             if result.instance_id:
                 instance = await self.instances.get(result.instance_id)
                 return self._launched(claim, node_class, instance, types)
-            if any(e.code not in errors.UNFULFILLABLE for e in result.errors):
+            if any(e.code not in errors.CAPACITY for e in result.errors):
                 text = "; ".join(sorted({f"{e.code}: {e.message}" for e in result.errors}))
                 raise CreateError(text, errors.launch_reason(text))
         raise InsufficientCapacityError(
@@ -198,6 +202,9 @@ class AWSCloudProvider:
         for err in errs:
             if err.code == errors.SPOT_SLR:
                 self.unavailable.mark_capacity_type("spot", now)
+            elif err.code == errors.SUBNET_FULL and err.subnet_id:
+                # the subnet, not the pool, is out: other subnets of the zone may still launch
+                self.exhausted_subnets[err.subnet_id] = now + self.unavailable.ttl
             elif err.code in errors.UNFULFILLABLE and err.instance_type:
                 self.unavailable.mark(capacity_type, err.instance_type, err.zone, now)
                 refs.append(OfferingRef(err.instance_type, err.zone, capacity_type))

@@ -54,6 +54,7 @@ class Capacity:
     fleet_calls: int = 0
     last_pools: list[tuple[str, str]] = field(default_factory=list)  # last CreateFleet's pools
     deny: set[str] = field(default_factory=set)  # EC2 actions whose dry runs are unauthorized
+    codes: dict[tuple[str, str], str] = field(default_factory=dict)  # pool → error (default ICE)
 
 
 @functools.cache
@@ -96,9 +97,15 @@ def _rewrite_fleet(
     return other, dropped, requested
 
 
-def _error_items(dropped: list[dict[str, str]], lifecycle: str) -> str:
+def _error_items(
+    dropped: list[dict[str, str]], lifecycle: str, codes: dict[tuple[str, str], str]
+) -> str:
     items = []
     for d in dropped:
+        code = codes.get(
+            (d.get("InstanceType", ""), d.get("AvailabilityZone", "")),
+            "InsufficientInstanceCapacity",
+        )
         items.append(
             "<item><launchTemplateAndOverrides><overrides>"
             f"<instanceType>{d.get('InstanceType', '')}</instanceType>"
@@ -106,7 +113,7 @@ def _error_items(dropped: list[dict[str, str]], lifecycle: str) -> str:
             f"<availabilityZone>{d.get('AvailabilityZone', '')}</availabilityZone>"
             "</overrides></launchTemplateAndOverrides>"
             f"<lifecycle>{lifecycle}</lifecycle>"
-            "<errorCode>InsufficientInstanceCapacity</errorCode>"
+            f"<errorCode>{code}</errorCode>"
             "<errorMessage>We currently do not have sufficient capacity in the "
             "Availability Zone you requested.</errorMessage>"
             "</item>"
@@ -137,11 +144,15 @@ def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
         return _Rewrite(body)
     capacity.fleet_calls += 1
     params = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
-    params, dropped, capacity.last_pools = _rewrite_fleet(params, capacity.empty)
+    key = "TargetCapacitySpecification.DefaultTargetCapacityType"
+    lifecycle = dict(params).get(key, "on-demand")
+    slr = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+    # a missing spot service-linked role only fails spot requests
+    empty = {p for p in capacity.empty if capacity.codes.get(p) != slr or lifecycle == "spot"}
+    params, dropped, capacity.last_pools = _rewrite_fleet(params, empty)
     if not dropped:
         return _Rewrite(body)
-    key = "TargetCapacitySpecification.DefaultTargetCapacityType"
-    extra = _error_items(dropped, dict(params).get(key, "on-demand"))
+    extra = _error_items(dropped, dict(params).get(key, "on-demand"), capacity.codes)
     if not any(".Overrides." in k for k, _ in params):
         return _Rewrite(
             body,
@@ -265,6 +276,7 @@ async def clients(moto: Moto, account: Account) -> AsyncIterator[aws_clients.Cli
     moto.capacity.fleet_calls = 0
     moto.capacity.last_pools = []
     moto.capacity.deny.clear()
+    moto.capacity.codes.clear()
     async with aws_clients.open_clients(REGION, moto.proxy_url, _session()) as c:
         yield c
 

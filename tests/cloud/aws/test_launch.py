@@ -201,3 +201,33 @@ async def test_launch_falls_to_next_types_when_a_whole_fleet_is_ice(env: Env, mo
     got = await env.provider.create(flexible)
     assert moto.capacity.fleet_calls == 2
     assert got.labels["node.kubernetes.io/instance-type"] not in first.instance_types
+
+
+@pytest.mark.asyncio
+async def test_full_subnet_is_skipped(env: Env, moto: Moto) -> None:
+    """InsufficientFreeAddressesInSubnet hides the subnet (not the type) for the next launches."""
+    pools = {("c5.large", "us-east-1a"), ("m5.large", "us-east-1a")}
+    moto.capacity.empty |= pools
+    moto.capacity.codes.update(dict.fromkeys(pools, "InsufficientFreeAddressesInSubnet"))
+    got = await env.provider.create(claim("default-1", *SAME_PODS))
+    assert got.labels["topology.kubernetes.io/zone"] == "us-east-1b"
+    assert not env.provider.unavailable.is_unavailable(
+        "on-demand", "c5.large", "us-east-1a", env.clock()
+    )
+    await env.provider.create(claim("default-2", *SAME_PODS))
+    assert {z for _, z in moto.capacity.last_pools} == {"us-east-1b"}
+
+
+@pytest.mark.asyncio
+async def test_spot_service_linked_role_missing_falls_back_to_on_demand(
+    env: Env, moto: Moto
+) -> None:
+    """The spot SLR error blacks out spot; a claim allowing on-demand then launches on-demand."""
+    pools = {(t, z) for t in SAME_PODS for z in ("us-east-1a", "us-east-1b")}
+    moto.capacity.empty |= pools
+    moto.capacity.codes.update(
+        dict.fromkeys(pools, "AuthFailure.ServiceLinkedRoleCreationNotPermitted")
+    )
+    first = await env.provider.create(claim("default-1", *SAME_PODS, capacity="any"))
+    assert first.labels["karpenter.sh/capacity-type"] == "on-demand"
+    assert env.provider.unavailable.is_unavailable("spot", "anything", "anywhere", env.clock())
