@@ -9,11 +9,11 @@ hidden for 3 minutes and the launch is planned again without them, up to
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from karpenter.cloud.aws import errors, fleet, instances, launchtemplates
+from karpenter.cloud.aws import errors, fleet, instances, launchtemplates, templates
 from karpenter.cloud.aws.clients import Clients
 from karpenter.cloud.aws.ec2data import RegionTypes
 from karpenter.cloud.provider import (
@@ -23,7 +23,7 @@ from karpenter.cloud.provider import (
     NodeClassNotReadyError,
     OfferingRef,
 )
-from karpenter.core.aws import amifamily, amis, catalog, drift, launch, tags, userdata
+from karpenter.core.aws import amifamily, amis, catalog, drift, launch, tags
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.capacity import CapacityOptions
@@ -33,11 +33,7 @@ from karpenter.core.model import labels as lbl
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.model.nodepool import NodePool
-from karpenter.core.scheduling.taints import Taint
 from karpenter.settings import AWSSettings
-
-UNREGISTERED = Taint(lbl.TAINT_UNREGISTERED, "NoExecute")
-USER_DATA_LIMIT = 16384  # bytes EC2 accepts, decoded
 
 
 class NodeClassSource(Protocol):
@@ -227,60 +223,24 @@ class AWSCloudProvider:
         )
         named = []
         for (image_id, max_pods), overrides in groups.items():
-            content = self._template(
-                claim, node_class, image_id, max_pods, plan.capacity_type, base_tags
+            content = templates.content(
+                self._cluster(),
+                claim,
+                node_class,
+                templates.Launch(image_id, max_pods, plan.capacity_type, base_tags),
             )
             named.append((await self.launch_templates.ensure(content, now), overrides))
         req = fleet.request(plan.capacity_type, named, base_tags, node_class.spec.context)
         return await self.fleets.create(req)
 
-    def _template(
-        self,
-        claim: NodeClaim,
-        node_class: nc.EC2NodeClass,
-        image_id: str,
-        max_pods: int,
-        capacity_type: str,
-        base_tags: Mapping[str, str],
-    ) -> launchtemplates.Content:
-        family = node_class.resolved_family()
-        labels = {**claim.labels, lbl.CAPACITY_TYPE: capacity_type}
-        if family != amifamily.CUSTOM:
-            labels[lbl.DO_NOT_SYNC_TAINTS] = "true"
-        taints = (*claim.taints, *claim.startup_taints)
-        if UNREGISTERED not in taints:
-            taints = (*taints, UNREGISTERED)
-        kubelet = node_class.spec.kubelet
-        opts = userdata.Options(
-            self.settings.CLUSTER_NAME,
-            self.settings.CLUSTER_ENDPOINT,
-            self.settings.CLUSTER_CA_BUNDLE,
+    def _cluster(self) -> templates.Cluster:
+        s = self.settings
+        return templates.Cluster(
+            s.CLUSTER_NAME,
+            s.CLUSTER_ENDPOINT,
+            s.CLUSTER_CA_BUNDLE,
             self.cluster_cidr,
-            kubelet.cluster_dns[0] if kubelet.cluster_dns else self.cluster_dns,
-            {k: v for k, v in labels.items() if "node-restriction.kubernetes.io" not in k},
-            taints,
-            kubelet.max_pods if kubelet.max_pods is not None else max_pods,
-            kubelet,
-            node_class.spec.user_data,
-            node_class.spec.instance_store_policy == "RAID0",
-        )
-        rendered = userdata.render(family, opts)
-        if len(rendered.encode()) > USER_DATA_LIMIT:
-            raise CreateError(
-                f"user data is {len(rendered.encode())} bytes, EC2 allows {USER_DATA_LIMIT}",
-                "UserDataSizeLimitExceeded",
-            )
-        return launchtemplates.Content(
-            image_id=image_id,
-            user_data=rendered,
-            instance_profile=node_class.status.instance_profile,
-            security_group_ids=tuple(g.id for g in node_class.status.security_groups),
-            tags=base_tags,
-            block_devices=node_class.spec.block_device_mappings or _default_bdm(family),
-            metadata=node_class.spec.metadata_options,
-            capacity_type=capacity_type,
-            public_ip=node_class.spec.associate_public_ip_address,
-            detailed_monitoring=node_class.spec.detailed_monitoring,
+            self.cluster_dns,
         )
 
     def _launched(
@@ -392,15 +352,3 @@ class AWSCloudProvider:
         }
         facts = drift.InstanceFacts(inst.image_id, inst.subnet_id, inst.security_group_ids)
         return drift.drift_reason(facts, node_class.status, expected, claim.annotations, current)
-
-
-def _default_bdm(family: str) -> tuple[nc.BlockDevice, ...]:
-    """Upstream's default volumes: 20Gi gp3 root; Bottlerocket 4Gi OS + 20Gi data; Windows 50Gi."""
-    gib = 2**30
-    if family == amifamily.CUSTOM:
-        return ()
-    if family == amifamily.BOTTLEROCKET:
-        return (nc.BlockDevice("/dev/xvda", 4 * gib), nc.BlockDevice("/dev/xvdb", 20 * gib))
-    if family in amifamily.WINDOWS:
-        return (nc.BlockDevice("/dev/sda1", 50 * gib),)
-    return (nc.BlockDevice("/dev/xvda", 20 * gib),)
