@@ -19,6 +19,7 @@ honestly:
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime as dt
 import functools
 import http.client
@@ -55,6 +56,7 @@ class Capacity:
     last_pools: list[tuple[str, str]] = field(default_factory=list)  # last CreateFleet's pools
     deny: set[str] = field(default_factory=set)  # EC2 actions whose dry runs are unauthorized
     codes: dict[tuple[str, str], str] = field(default_factory=dict)  # pool → error (default ICE)
+    calls: collections.Counter[str] = field(default_factory=collections.Counter)  # EC2 actions
 
 
 @functools.cache
@@ -138,6 +140,7 @@ class _Rewrite:
 def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
     """What EC2 would do differently from moto for this request."""
     action = dict(urllib.parse.parse_qsl(body.decode())).get("Action", "")
+    capacity.calls[action] += 1
     if action in capacity.deny and b"DryRun=true" in body:
         return _Rewrite(body, reply=(403, _DENIED))  # EC2's answer when IAM denies the call
     if action != "CreateFleet":
@@ -277,6 +280,7 @@ async def clients(moto: Moto, account: Account) -> AsyncIterator[aws_clients.Cli
     moto.capacity.last_pools = []
     moto.capacity.deny.clear()
     moto.capacity.codes.clear()
+    moto.capacity.calls.clear()
     async with aws_clients.open_clients(REGION, moto.proxy_url, _session()) as c:
         yield c
 

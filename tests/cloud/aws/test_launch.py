@@ -231,3 +231,34 @@ async def test_spot_service_linked_role_missing_falls_back_to_on_demand(
     first = await env.provider.create(claim("default-1", *SAME_PODS, capacity="any"))
     assert first.labels["karpenter.sh/capacity-type"] == "on-demand"
     assert env.provider.unavailable.is_unavailable("spot", "anything", "anywhere", env.clock())
+
+
+@pytest.mark.asyncio
+async def test_concurrent_gets_and_deletes_are_batched(env: Env, moto: Moto) -> None:
+    """Concurrent gets become one DescribeInstances, concurrent deletes one TerminateInstances."""
+    claims = await asyncio.gather(
+        *(env.provider.create(claim(f"d-{i}", *SAME_PODS)) for i in range(3))
+    )
+    moto.capacity.calls.clear()
+    await asyncio.gather(*(env.provider.get(c.provider_id) for c in claims))
+    assert moto.capacity.calls["DescribeInstances"] == 1
+    moto.capacity.calls.clear()
+    await asyncio.gather(*(env.provider.delete(c) for c in claims))
+    assert moto.capacity.calls["TerminateInstances"] == 1
+    assert await env.provider.list() == []
+
+
+@pytest.mark.asyncio
+async def test_kubelet_max_pods_from_nodeclass(env: Env) -> None:
+    """spec.kubelet.maxPods sets the pods capacity and the max pods in the user data."""
+    cls = env.classes.items["default"]
+    kubelet = replace(cls.spec.kubelet, max_pods=110)
+    env.classes.put(replace(cls, spec=replace(cls.spec, kubelet=kubelet)))
+    got = await env.provider.create(claim("default-1", *SAME_PODS))
+    assert got.capacity["pods"] == 110_000
+    (name,) = env.provider.launch_templates.cached
+    versions = await env.clients.ec2.describe_launch_template_versions(LaunchTemplateName=name)
+    text = base64.b64decode(
+        versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]["UserData"]
+    ).decode()
+    assert '"maxPods": 110' in text
