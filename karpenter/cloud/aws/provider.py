@@ -23,10 +23,11 @@ from karpenter.cloud.provider import (
     NodeClassNotReadyError,
     OfferingRef,
 )
-from karpenter.core.aws import amifamily, amis, catalog, drift, launch, tags
+from karpenter.core.aws import amifamily, amis, catalog, discovered, drift, launch, tags
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.capacity import CapacityOptions
+from karpenter.core.aws.discovered import DiscoveredCapacity
 from karpenter.core.aws.pricing import PriceTable
 from karpenter.core.aws.unavailable import UnavailableOfferings
 from karpenter.core.model import labels as lbl
@@ -70,6 +71,7 @@ class AWSCloudProvider:
         self.max_launch_attempts = max_launch_attempts
         self.unavailable = UnavailableOfferings()
         self.exhausted_subnets: dict[str, float] = {}  # subnet id → until
+        self.discovered = DiscoveredCapacity()
         self.instances = instances.Instances(clients.ec2, settings.CLUSTER_NAME)
         self.fleets = fleet.Fleets(clients.ec2)
         self.launch_templates = launchtemplates.LaunchTemplates(clients.ec2, settings.CLUSTER_NAME)
@@ -91,6 +93,7 @@ class AWSCloudProvider:
             repr(node_class.status),
             id(self.prices),
             self.unavailable.active(self.now()),
+            tuple(sorted(self.discovered.for_amis(self._amis_key(node_class), self.now()).items())),
         )
         found = self._catalogs.get(key)
         if found is None:
@@ -101,10 +104,24 @@ class AWSCloudProvider:
                 zone_ids=self.region.zone_ids,
                 capacity=self._capacity(node_class),
                 allowed_zones=frozenset(s.zone for s in node_class.status.subnets),
+                discovered_memory=self.discovered.for_amis(self._amis_key(node_class), self.now()),
             )
             found = catalog.build(self.region.infos, inp, self.unavailable, self.now())
             self._catalogs = {key: found}  # one NodeClass at a time is the common case
         return found
+
+    @staticmethod
+    def _amis_key(node_class: nc.EC2NodeClass) -> str:
+        return discovered.amis_key(a.id for a in node_class.status.amis)
+
+    def observe_node(
+        self, node_class: nc.EC2NodeClass, instance_type: str, image_id: str, memory_milli: int
+    ) -> None:
+        """A Node registered: remember its real memory if it runs a currently selected AMI."""
+        if any(a.id == image_id for a in node_class.status.amis):
+            self.discovered.observe(
+                instance_type, self._amis_key(node_class), memory_milli, self.now()
+            )
 
     def _capacity(self, node_class: nc.EC2NodeClass) -> CapacityOptions:
         family = node_class.resolved_family()

@@ -34,6 +34,8 @@ class CatalogInput:
     zone_ids: Mapping[str, str] = field(default_factory=dict)
     capacity: CapacityOptions = field(default_factory=CapacityOptions)
     allowed_zones: frozenset[str] | None = None  # the NodeClass's subnet zones (None: all)
+    # memory (milli-bytes) seen on registered Nodes, by type; replaces the overhead estimate
+    discovered_memory: Mapping[str, int] = field(default_factory=dict)
 
 
 def _os(family: str, arch: str) -> tuple[str, ...]:
@@ -125,11 +127,15 @@ def instance_type(
     offers = offerings(info, zones, inp, unavailable, now)
     if not compatible(info, inp.capacity.ami_family):
         offers = tuple(Offering(o.zone, o.capacity_type, o.price, False) for o in offers)
+    cap = capacity.capacity(info, inp.capacity)
+    seen = inp.discovered_memory.get(info.name)
+    if seen is not None:
+        cap["memory"] = seen
     return InstanceType(
         info.name,
         requirements(info, zones, inp),
         offers,
-        capacity.capacity(info, inp.capacity),
+        cap,
         capacity.overhead(info, inp.capacity),
     )
 

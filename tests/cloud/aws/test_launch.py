@@ -262,3 +262,16 @@ async def test_kubelet_max_pods_from_nodeclass(env: Env) -> None:
         versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]["UserData"]
     ).decode()
     assert '"maxPods": 110' in text
+
+
+@pytest.mark.asyncio
+async def test_observed_node_memory_feeds_the_catalogue(env: Env) -> None:
+    """A Node running a selected AMI teaches the real memory; others are ignored."""
+    cls = env.classes.items["default"]
+    got = await env.provider.create(claim("default-1", *SAME_PODS))
+    name = got.labels["node.kubernetes.io/instance-type"]
+    real = 3_700 * 2**20 * 1000
+    env.provider.observe_node(cls, name, "ami-unknown", real - 1)
+    env.provider.observe_node(cls, name, got.image_id, real)
+    types = {it.name: it for it in env.provider.catalog(cls)}
+    assert types[name].capacity["memory"] == real
