@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from karpenter.cloud.aws import clients as aws_clients
-from karpenter.cloud.aws import ec2data, pricing, resolve
+from karpenter.cloud.aws import cluster, ec2data, pricing, resolve
 from karpenter.cloud.aws.provider import AWSCloudProvider, NodeClassSource
 from karpenter.settings import AWSSettings
 
@@ -34,6 +34,8 @@ async def open_provider(
     """A ready AWSCloudProvider for ``settings.AWS_REGION``."""
     region = settings.AWS_REGION
     async with aws_clients.open_clients(region, endpoint_url, session) as c:
+        settings, cidr = await _cluster(c, settings)
+        cluster_cidr = cluster_cidr or cidr
         types = await ec2data.discover(c.ec2)
         prices = pricing.initial_table(region, settings.AWS_PRICE_FILE, types.infos)
         provider = AWSCloudProvider(
@@ -41,6 +43,22 @@ async def open_provider(
         )
         await provider.launch_templates.hydrate(now())
         yield provider
+
+
+async def _cluster(c: aws_clients.Clients, settings: AWSSettings) -> tuple[AWSSettings, str]:
+    """Endpoint, CA and service CIDR from EKS where the settings leave them empty.
+
+    Without ``CLUSTER_ENDPOINT`` EKS must answer (upstream exits otherwise); with it, a failed
+    DescribeCluster only leaves the CIDR unknown (AL2023 nodes then cannot be configured).
+    """
+    try:
+        info = await cluster.resolve(c.eks, settings)
+    except Exception:
+        if not settings.CLUSTER_ENDPOINT:
+            raise
+        return settings, ""
+    update = {"CLUSTER_ENDPOINT": info.endpoint, "CLUSTER_CA_BUNDLE": info.ca_bundle}
+    return settings.model_copy(update=update), info.service_cidr
 
 
 def resolver(provider: AWSCloudProvider, k8s_version: str) -> resolve.Resolver:
