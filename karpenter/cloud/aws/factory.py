@@ -1,7 +1,8 @@
 """Building the AWS provider: clients, instance-type discovery, the offline price table.
 
 ``open_provider`` is what the composition root (``operator.py``) calls: it opens the SDK
-clients, discovers the region's instance types (fatal on failure, as upstream), starts prices
+clients, fills the cluster endpoint, CA and service CIDR from EKS where the settings leave them
+empty, discovers the region's instance types (fatal on failure, as upstream), starts prices
 from ``AWS_PRICE_FILE`` or the labelled estimate (the 12-hourly refresh replaces them with the
 Pricing API's), hydrates the launch-template cache, and closes the clients on exit.
 """
