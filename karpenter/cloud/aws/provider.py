@@ -180,8 +180,21 @@ class AWSCloudProvider:
                 raise InsufficientCapacityError(str(err), tuple(tried)) from None
             result = await self._fleet_retrying(claim, node_class, plan, types, now)
             tried.extend(self._record(result.errors, plan.capacity_type, now))
-            if result.instance_id:
-                instance = await self.instances.get(result.instance_id)
+            if result.instance is not None:
+                # built from the CreateFleet answer: a DescribeInstances right after launch may
+                # not see the instance yet (EC2 is eventually consistent)
+                launched = result.instance
+                instance = instances.Instance(
+                    launched.instance_id,
+                    launched.instance_type,
+                    launched.zone,
+                    "spot" if launched.lifecycle == "spot" else "on-demand",
+                    launched.image_id,
+                    launched.subnet_id,
+                    frozenset(g.id for g in node_class.status.security_groups),
+                    "pending",
+                    now,
+                )
                 return self._launched(claim, node_class, instance, types)
             if any(e.code not in errors.CAPACITY for e in result.errors):
                 text = "; ".join(sorted({f"{e.code}: {e.message}" for e in result.errors}))

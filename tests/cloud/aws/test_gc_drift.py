@@ -24,9 +24,11 @@ async def test_gc_terminates_unowned_instances_after_grace(env: Env) -> None:
     leaked = await env.provider.create(claim("default-2", *TYPES))
     claims = Claims(owned)
     gc = GarbageCollector(env.provider, claims, env.clock)
-    env.clock.t = leaked.creation + 10
+    # the grace period counts from EC2's LaunchTime (moto stamps the real time)
+    launched_at = {c.provider_id: c.creation for c in await env.provider.list()}
+    env.clock.t = launched_at[leaked.provider_id] + 10
     assert await gc.reconcile() == ([], 10.0)
-    env.clock.t = leaked.creation + 31
+    env.clock.t = launched_at[leaked.provider_id] + 31
     collected, _ = await gc.reconcile()
     assert collected == [leaked.provider_id]
     assert claims.nodes_deleted == [leaked.provider_id]
