@@ -64,3 +64,19 @@ async def test_buckets_by_key() -> None:
     batcher: Batcher[int, int] = Batcher(rec.double, 0.02, 1.0, 100, key=lambda i: i % 2)
     await asyncio.gather(*(batcher.submit(i) for i in range(4)))
     assert sorted(rec.batches) == [[0, 2], [1, 3]]
+
+
+@pytest.mark.asyncio
+async def test_cancelled_leader_releases_followers() -> None:
+    """If the caller leading a window is cancelled, the others get an error, not a hang."""
+    rec = Recorder()
+    batcher: Batcher[int, int] = Batcher(rec.double, idle=0.2, max_wait=1.0, max_items=100)
+    leader = asyncio.ensure_future(batcher.submit(1))
+    await asyncio.sleep(0)
+    follower = asyncio.ensure_future(batcher.submit(2))
+    await asyncio.sleep(0.01)
+    leader.cancel()
+    with pytest.raises(RuntimeError, match="abandoned"):
+        await asyncio.wait_for(follower, 1.0)
+    assert rec.batches == []
+    assert await batcher.submit(3) == 6  # the next window works
