@@ -16,6 +16,7 @@ from typing import Protocol
 from karpenter.cloud.aws import errors, fleet, instances, launchtemplates, templates
 from karpenter.cloud.aws.clients import Clients
 from karpenter.cloud.aws.ec2data import RegionTypes
+from karpenter.cloud.aws.repair import REPAIR_POLICIES, RepairPolicy
 from karpenter.cloud.provider import (
     CreateError,
     InsufficientCapacityError,
@@ -81,6 +82,10 @@ class AWSCloudProvider:
     def name(self) -> str:
         """``aws``."""
         return "aws"
+
+    def repair_policies(self) -> tuple[RepairPolicy, ...]:
+        """When node repair may replace an unhealthy node (NodeRepair feature gate)."""
+        return REPAIR_POLICIES
 
     # --- catalogue ---------------------------------------------------------------------------
 

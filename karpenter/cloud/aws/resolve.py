@@ -171,14 +171,27 @@ class Resolver:
             "topology.kubernetes.io/region": self.clients.region,
         }
 
+    def _unsupported(self, terms: Sequence[nc.SelectorTerm]) -> str:
+        for term in terms:
+            if term.alias:
+                why = amifamily.unsupported_alias(
+                    amifamily.parse_alias(term.alias), self.k8s_version
+                )
+                if why:
+                    return why
+        return ""
+
     async def status(self, node_class: nc.EC2NodeClass, now: datetime) -> nc.Status:
         """The resolved status with upstream's conditions (Ready is their conjunction)."""
         spec = node_class.spec
         subnets = await self.subnets(spec.subnet_selector_terms)
         groups = await self.security_groups(spec.security_group_selector_terms)
-        images = await self.amis(spec.ami_selector_terms, now)
+        unsupported = self._unsupported(spec.ami_selector_terms)
+        images = () if unsupported else await self.amis(spec.ami_selector_terms, now)
         conds = [
-            _cond(nc.COND_AMIS, bool(images), "AMINotFound", AMI_NOT_FOUND),
+            nc.Condition(nc.COND_AMIS, "False", "UnsupportedAlias", unsupported)
+            if unsupported
+            else _cond(nc.COND_AMIS, bool(images), "AMINotFound", AMI_NOT_FOUND),
             _cond(nc.COND_SUBNETS, bool(subnets), "SubnetsNotFound", SUBNETS_NOT_FOUND),
             _cond(nc.COND_SECURITY_GROUPS, bool(groups), "SecurityGroupsNotFound", SGS_NOT_FOUND),
             nc.Condition(nc.COND_PLACEMENT_GROUP, "True", nc.COND_PLACEMENT_GROUP),

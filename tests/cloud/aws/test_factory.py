@@ -23,6 +23,10 @@ async def test_open_provider_discovers_and_prices(moto: Moto, cluster: str) -> N
     )
     async with open_provider(settings, NodeClasses(), Clock(), moto.url, _session()) as provider:
         assert provider.name == "aws"
+        assert ("AcceleratedHardwareReady", "False", 600.0) in {
+            (p.condition_type, p.condition_status, p.toleration_seconds)
+            for p in provider.repair_policies()
+        }
         assert len(provider.region.infos) > 1000
         assert provider.region.zone_ids["us-east-1a"].startswith("use1-az")
         assert "m5.large" in provider.prices.estimated()

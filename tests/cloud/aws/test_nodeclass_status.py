@@ -158,3 +158,26 @@ async def test_dry_run_denied_fails_validation(
     assert status.ready() == "False"
     skipped = resolve.Resolver(clients, cluster, "1.31", dry_run=False)
     assert (await skipped.status(node_class(), NOW)).ready() == "True"
+
+
+@pytest.mark.parametrize(
+    ("alias", "version", "fragment"),
+    [
+        pytest.param(
+            "al2@latest", "1.33", "AL2 aliases are no longer supported on EKS 1.33+", id="al2-1.33"
+        ),
+        pytest.param(
+            "windows2025@latest", "1.34", "requires EKS version 1.35 or higher", id="win2025-1.34"
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_unsupported_alias(
+    clients: Clients, account: Account, cluster: str, alias: str, version: str, fragment: str
+) -> None:
+    """Aliases a Kubernetes version cannot use: AMIsReady=False UnsupportedAlias."""
+    cls = node_class(ami_selector_terms=(nc.SelectorTerm(alias=alias),))
+    status = await resolve.Resolver(clients, cluster, version).status(cls, NOW)
+    cond = status.condition("AMIsReady")
+    assert cond is not None and (cond.status, cond.reason) == ("False", "UnsupportedAlias")
+    assert fragment in cond.message
