@@ -245,6 +245,36 @@ class _Metadata(f.Model):
     http_tokens: Literal["required", "optional"] = Field(default="required", alias="httpTokens")
 
 
+class _NIC(f.Model):
+    network_card_index: int = Field(alias="networkCardIndex", ge=0)
+    device_index: int = Field(alias="deviceIndex", ge=0)
+    interface_type: Literal["interface", "efa-only"] = Field(alias="interfaceType")
+
+
+class _PlacementGroup(f.Model):
+    id: str | None = Field(default=None, pattern=r"^pg-[0-9a-z]+$")
+    name: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one(self) -> _PlacementGroup:
+        if (self.id is None) == (self.name is None):
+            raise ValueError("exactly one of ['name', 'id'] must be set")
+        return self
+
+
+def _check_nics(nics: list[_NIC]) -> None:
+    pairs = [(n.network_card_index, n.device_index) for n in nics]
+    if (0, 0) not in {
+        p for p, n in zip(pairs, nics, strict=True) if n.interface_type == "interface"
+    }:
+        raise ValueError(
+            "networkInterfaces must include the primary interface (networkCardIndex 0, "
+            "deviceIndex 0, interfaceType interface)"
+        )
+    if len(set(pairs)) != len(pairs):
+        raise ValueError("networkCardIndex and deviceIndex pairs must be unique")
+
+
 class _Spec(f.Model):
     subnet_selector_terms: list[_SubnetTerm] = Field(
         alias="subnetSelectorTerms", min_length=1, max_length=30
@@ -277,6 +307,17 @@ class _Spec(f.Model):
     associate_public_ip: bool | None = Field(default=None, alias="associatePublicIPAddress")
     detailed_monitoring: bool = Field(default=False, alias="detailedMonitoring")
     context: str | None = None
+    network_interfaces: list[_NIC] | None = Field(
+        default=None, alias="networkInterfaces", max_length=150
+    )
+    placement_group: _PlacementGroup | None = Field(default=None, alias="placementGroupSelector")
+
+    @field_validator("network_interfaces")
+    @classmethod
+    def _nics(cls, value: list[_NIC] | None) -> list[_NIC] | None:
+        if value is not None:
+            _check_nics(value)
+        return value
 
     @field_validator("tags")
     @classmethod
