@@ -311,6 +311,7 @@ class _Spec(f.Model):
         default=None, alias="networkInterfaces", max_length=150
     )
     placement_group: _PlacementGroup | None = Field(default=None, alias="placementGroupSelector")
+    ip_prefix_count: int | None = Field(default=None, alias="ipPrefixCount", ge=0)
 
     @field_validator("network_interfaces")
     @classmethod
@@ -403,6 +404,11 @@ class EC2NodeClassDoc(f.Model):
             s.associate_public_ip,
             s.detailed_monitoring,
             s.context or "",
+            tuple(
+                nc.NetworkInterface(n.network_card_index, n.device_index, n.interface_type)
+                for n in s.network_interfaces or ()
+            ),
+            s.ip_prefix_count,
         )
         return nc.EC2NodeClass(
             self.metadata.name,

@@ -110,6 +110,10 @@ class AWSCloudProvider:
                 capacity=self._capacity(node_class),
                 allowed_zones=frozenset(s.zone for s in node_class.status.subnets),
                 discovered_memory=self.discovered.for_amis(self._amis_key(node_class), self.now()),
+                network_interfaces=tuple(
+                    (n.network_card_index, n.device_index, n.interface_type)
+                    for n in node_class.spec.network_interfaces
+                ),
             )
             found = catalog.build(self.region.infos, inp, self.unavailable, self.now())
             self._catalogs = {key: found}  # one NodeClass at a time is the common case
@@ -146,6 +150,10 @@ class AWSCloudProvider:
             kubelet=node_class.spec.kubelet,
             ephemeral_volume_bytes=size,
             instance_store_raid0=node_class.spec.instance_store_policy == "RAID0",
+            efa_only_card0=node_class.spec.efa_only_interfaces(0),
+            efa_only=node_class.spec.efa_only_interfaces()
+            if node_class.spec.network_interfaces
+            else None,
         )
 
     async def instance_types(self, nodepool: NodePool) -> tuple[InstanceType, ...]:

@@ -108,4 +108,9 @@ def content(
         capacity_type=launch.capacity_type,
         public_ip=spec.associate_public_ip_address,
         detailed_monitoring=spec.detailed_monitoring,
+        network_interfaces=tuple(
+            (n.network_card_index, n.device_index, n.interface_type)
+            for n in spec.network_interfaces
+        ),
+        ip_prefix_count=spec.ip_prefix_count,
     )

@@ -34,6 +34,8 @@ class CatalogInput:
     zone_ids: Mapping[str, str] = field(default_factory=dict)
     capacity: CapacityOptions = field(default_factory=CapacityOptions)
     allowed_zones: frozenset[str] | None = None  # the NodeClass's subnet zones (None: all)
+    # spec.networkInterfaces as (card, device, type): types that cannot host them are unavailable
+    network_interfaces: tuple[tuple[int, int, str], ...] = ()
     # memory (milli-bytes) seen on registered Nodes, by type; replaces the overhead estimate
     discovered_memory: Mapping[str, int] = field(default_factory=dict)
 
@@ -107,9 +109,19 @@ def offerings(
     return tuple(out)
 
 
-def compatible(info: InstanceTypeInfo, family: str) -> bool:
-    """NodeClass compatibility upstream applies before offering a type (a1 lacks AL2023)."""
-    return not (family == amifamily.AL2023 and info.name.startswith("a1."))
+def compatible(
+    info: InstanceTypeInfo, family: str, nics: tuple[tuple[int, int, str], ...] = ()
+) -> bool:
+    """NodeClass compatibility upstream applies before offering a type.
+
+    a1 types lack AL2023 images; requested network interfaces must fit the type's cards,
+    and its efa-only ones its EFA limit.
+    """
+    if family == amifamily.AL2023 and info.name.startswith("a1."):
+        return False
+    if any(card >= info.network_cards for card, _, _ in nics):
+        return False
+    return sum(1 for _, _, kind in nics if kind == "efa-only") <= info.max_efa
 
 
 def instance_type(
@@ -125,7 +137,7 @@ def instance_type(
     if not zones:
         return None
     offers = offerings(info, zones, inp, unavailable, now)
-    if not compatible(info, inp.capacity.ami_family):
+    if not compatible(info, inp.capacity.ami_family, inp.network_interfaces):
         offers = tuple(Offering(o.zone, o.capacity_type, o.price, False) for o in offers)
     cap = capacity.capacity(info, inp.capacity)
     seen = inp.discovered_memory.get(info.name)

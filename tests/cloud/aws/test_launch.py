@@ -275,3 +275,23 @@ async def test_observed_node_memory_feeds_the_catalogue(env: Env) -> None:
     env.provider.observe_node(cls, name, got.image_id, real)
     types = {it.name: it for it in env.provider.catalog(cls)}
     assert types[name].capacity["memory"] == real
+
+
+@pytest.mark.asyncio
+async def test_network_interfaces_and_prefixes_in_the_template(env: Env) -> None:
+    """spec.networkInterfaces become the template's NICs; only EFA-capable types launch."""
+    cls = env.classes.items["default"]
+    nics = (nc.NetworkInterface(0, 0, "interface"), nc.NetworkInterface(1, 0, "efa-only"))
+    env.classes.put(
+        replace(cls, spec=replace(cls.spec, network_interfaces=nics, ip_prefix_count=2))
+    )
+    got = await env.provider.create(claim("default-1"))
+    assert got.capacity["vpc.amazonaws.com/efa"] == 1000
+    for name in env.provider.launch_templates.cached:  # one per max-pods group
+        versions = await env.clients.ec2.describe_launch_template_versions(LaunchTemplateName=name)
+        data = versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+        got_nics = [
+            (n["NetworkCardIndex"], n["DeviceIndex"], n["InterfaceType"], n.get("Ipv4PrefixCount"))
+            for n in data["NetworkInterfaces"]
+        ]
+        assert got_nics == [(0, 0, "interface", 2), (1, 0, "efa-only", None)]

@@ -115,3 +115,11 @@ def test_raid0_and_volume_ephemeral_storage(ec2: dict[str, InstanceTypeInfo]) ->
     assert capacity.ephemeral_storage_bytes(info, CapacityOptions()) == 20 * 2**30
     sized = CapacityOptions(ephemeral_volume_bytes=100 * 2**30)
     assert capacity.ephemeral_storage_bytes(info, sized) == 100 * 2**30
+
+
+def test_efa_only_interfaces(ec2: dict[str, InstanceTypeInfo]) -> None:
+    """efa-only interfaces on card 0 take ENIs from pods; EFA capacity counts the spec's."""
+    info = ec2["p4d.24xlarge"]
+    opts = CapacityOptions(efa_only_card0=1, efa_only=2)
+    assert capacity.pods(info, opts) == 14 * 49 + 2
+    assert capacity.capacity(info, opts)["vpc.amazonaws.com/efa"] == 2 * MILLI

@@ -169,3 +169,11 @@ def test_discovered_memory_replaces_estimate(ec2: dict[str, InstanceTypeInfo]) -
     )
     it = catalog.instance_type(ec2["m5.large"], inp)
     assert it is not None and it.capacity["memory"] == 7_700 * 2**20 * 1000
+
+
+def test_network_interfaces_must_fit(ec2: dict[str, InstanceTypeInfo]) -> None:
+    """A second network card or an efa-only interface rules out types that lack them."""
+    efa = ((0, 0, "interface"), (1, 0, "efa-only"))
+    assert not catalog.compatible(ec2["m5.large"], "AL2023", efa)
+    assert catalog.compatible(ec2["p4d.24xlarge"], "AL2023", efa)
+    assert catalog.compatible(ec2["m5.large"], "AL2023", ((0, 0, "interface"),))
