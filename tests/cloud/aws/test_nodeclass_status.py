@@ -181,3 +181,15 @@ async def test_unsupported_alias(
     cond = status.condition("AMIsReady")
     assert cond is not None and (cond.status, cond.reason) == ("False", "UnsupportedAlias")
     assert fragment in cond.message
+
+
+def test_ssm_cache_expiry_and_deprecation_eviction() -> None:
+    """Values live until their expiry; a deprecated AMI evicts every parameter pointing at it."""
+    cache = resolve.SSMCache()
+    cache.put("/aws/service/a", "ami-1", until=100.0)
+    cache.put("/aws/service/b", "ami-2", until=100.0)
+    assert cache.get("/aws/service/a", 99.0) == "ami-1"
+    assert cache.get("/aws/service/a", 100.0) is None
+    cache.evict_values({"ami-2"})
+    assert cache.get("/aws/service/b", 0.0) is None
+    assert cache.get("/aws/service/a", 0.0) == "ami-1"
