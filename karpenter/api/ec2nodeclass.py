@@ -245,6 +245,18 @@ class _Metadata(f.Model):
     http_tokens: Literal["required", "optional"] = Field(default="required", alias="httpTokens")
 
 
+class _ConnTrack(f.Model):
+    tcp: int | None = Field(default=None, alias="tcpEstablishedTimeout", ge=60, le=432000)
+    udp_stream: int | None = Field(default=None, alias="udpStreamTimeout", ge=60, le=180)
+    udp: int | None = Field(default=None, alias="udpTimeout", ge=30, le=60)
+
+    @model_validator(mode="after")
+    def _one(self) -> _ConnTrack:
+        if self.tcp is None and self.udp_stream is None and self.udp is None:
+            raise ValueError("at least one connection tracking timeout must be set")
+        return self
+
+
 class _NIC(f.Model):
     network_card_index: int = Field(alias="networkCardIndex", ge=0)
     device_index: int = Field(alias="deviceIndex", ge=0)
@@ -312,6 +324,7 @@ class _Spec(f.Model):
     )
     placement_group: _PlacementGroup | None = Field(default=None, alias="placementGroupSelector")
     ip_prefix_count: int | None = Field(default=None, alias="ipPrefixCount", ge=0)
+    connection_tracking: _ConnTrack | None = Field(default=None, alias="connectionTracking")
 
     @field_validator("network_interfaces")
     @classmethod
@@ -409,6 +422,9 @@ class EC2NodeClassDoc(f.Model):
                 for n in s.network_interfaces or ()
             ),
             s.ip_prefix_count,
+            nc.ConnectionTracking(ct.tcp, ct.udp_stream, ct.udp)
+            if (ct := s.connection_tracking)
+            else None,
         )
         return nc.EC2NodeClass(
             self.metadata.name,

@@ -38,6 +38,7 @@ class Content:
     detailed_monitoring: bool = False
     network_interfaces: tuple[tuple[int, int, str], ...] = ()  # (card, device, type)
     ip_prefix_count: int | None = None
+    connection_tracking: tuple[tuple[str, int], ...] = ()  # (EC2 field, seconds)
 
     def data(self) -> dict[str, Any]:
         """The CreateLaunchTemplate ``LaunchTemplateData``."""
@@ -68,7 +69,8 @@ class Content:
     def _nics(self) -> list[dict[str, Any]]:
         """One NIC per spec.networkInterfaces entry, else the default device-0 ENI.
 
-        efa-only interfaces get no public IP or prefixes (EFA traffic never leaves the VPC).
+        efa-only interfaces get no public IP, prefixes or connection tracking (EFA traffic never
+        leaves the VPC and is not tracked).
         """
         specs = self.network_interfaces or ((0, 0, "interface"),)
         out = []
@@ -85,6 +87,8 @@ class Content:
                     nic["AssociatePublicIpAddress"] = self.public_ip
                 if self.ip_prefix_count is not None:
                     nic["Ipv4PrefixCount"] = self.ip_prefix_count
+                if self.connection_tracking:
+                    nic["ConnectionTrackingSpecification"] = dict(self.connection_tracking)
             out.append(nic)
         return out
 

@@ -114,6 +114,7 @@ class AWSCloudProvider:
                     (n.network_card_index, n.device_index, n.interface_type)
                     for n in node_class.spec.network_interfaces
                 ),
+                nitro_only=node_class.spec.connection_tracking is not None,
             )
             found = catalog.build(self.region.infos, inp, self.unavailable, self.now())
             self._catalogs = {key: found}  # one NodeClass at a time is the common case

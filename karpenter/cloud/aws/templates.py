@@ -113,4 +113,16 @@ def content(
             for n in spec.network_interfaces
         ),
         ip_prefix_count=spec.ip_prefix_count,
+        connection_tracking=_conntrack(spec.connection_tracking),
     )
+
+
+def _conntrack(ct: nc.ConnectionTracking | None) -> tuple[tuple[str, int], ...]:
+    if ct is None:
+        return ()
+    pairs = (
+        ("TcpEstablishedTimeout", ct.tcp_established_timeout),
+        ("UdpStreamTimeout", ct.udp_stream_timeout),
+        ("UdpTimeout", ct.udp_timeout),
+    )
+    return tuple((k, v) for k, v in pairs if v is not None)

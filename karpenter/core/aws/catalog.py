@@ -36,6 +36,7 @@ class CatalogInput:
     allowed_zones: frozenset[str] | None = None  # the NodeClass's subnet zones (None: all)
     # spec.networkInterfaces as (card, device, type): types that cannot host them are unavailable
     network_interfaces: tuple[tuple[int, int, str], ...] = ()
+    nitro_only: bool = False  # connectionTracking is only honoured by Nitro instances
     # memory (milli-bytes) seen on registered Nodes, by type; replaces the overhead estimate
     discovered_memory: Mapping[str, int] = field(default_factory=dict)
 
@@ -137,7 +138,8 @@ def instance_type(
     if not zones:
         return None
     offers = offerings(info, zones, inp, unavailable, now)
-    if not compatible(info, inp.capacity.ami_family, inp.network_interfaces):
+    nitro_ok = not inp.nitro_only or info.hypervisor == "nitro"
+    if not nitro_ok or not compatible(info, inp.capacity.ami_family, inp.network_interfaces):
         offers = tuple(Offering(o.zone, o.capacity_type, o.price, False) for o in offers)
     cap = capacity.capacity(info, inp.capacity)
     seen = inp.discovered_memory.get(info.name)

@@ -79,6 +79,15 @@ class NetworkInterface:
 
 
 @dataclass(frozen=True, slots=True)
+class ConnectionTracking:
+    """``connectionTracking`` timeouts in seconds (None: EC2's default)."""
+
+    tcp_established_timeout: int | None = None
+    udp_stream_timeout: int | None = None
+    udp_timeout: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Spec:
     """The spec fields the provider uses."""
 
@@ -100,6 +109,7 @@ class Spec:
     context: str = ""
     network_interfaces: tuple[NetworkInterface, ...] = ()
     ip_prefix_count: int | None = None
+    connection_tracking: ConnectionTracking | None = None
 
     def efa_only_interfaces(self, card: int | None = None) -> int:
         """How many efa-only interfaces (on one network card, or in all)."""
@@ -226,6 +236,7 @@ def static_hash(nc: EC2NodeClass, ca_bundle: str = "") -> str:
         "detailedMonitoring": s.detailed_monitoring,
         "context": s.context,
         "networkInterfaces": sorted(repr(n) for n in s.network_interfaces),
+        "connectionTracking": repr(s.connection_tracking),
         "caBundle": ca_bundle,
     }
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).digest()

@@ -295,3 +295,19 @@ async def test_network_interfaces_and_prefixes_in_the_template(env: Env) -> None
             for n in data["NetworkInterfaces"]
         ]
         assert got_nics == [(0, 0, "interface", 2), (1, 0, "efa-only", None)]
+
+
+@pytest.mark.asyncio
+async def test_connection_tracking_needs_nitro(env: Env) -> None:
+    """connectionTracking goes on the primary NIC, and only Nitro types may launch."""
+    cls = env.classes.items["default"]
+    ct = nc.ConnectionTracking(tcp_established_timeout=3600)
+    env.classes.put(replace(cls, spec=replace(cls.spec, connection_tracking=ct)))
+    with pytest.raises(InsufficientCapacityError):
+        await env.provider.create(claim("default-1", "m4.large"))  # Xen
+    got = await env.provider.create(claim("default-2", *SAME_PODS))
+    assert got.labels["karpenter.k8s.aws/instance-hypervisor"] == "nitro"
+    for name in env.provider.launch_templates.cached:
+        versions = await env.clients.ec2.describe_launch_template_versions(LaunchTemplateName=name)
+        nic = versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]["NetworkInterfaces"][0]
+        assert nic["ConnectionTrackingSpecification"] == {"TcpEstablishedTimeout": 3600}
