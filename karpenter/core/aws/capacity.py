@@ -25,6 +25,7 @@ GAUDI = "habana.ai/gaudi"
 NEURON = "aws.amazon.com/neuron"
 NEURON_CORE = "aws.amazon.com/neuroncore"
 EFA = "vpc.amazonaws.com/efa"
+PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"  # Windows: secondary IPs of the primary ENI
 _GPU_RESOURCES = {"NVIDIA": NVIDIA_GPU, "AMD": AMD_GPU, "Habana": GAUDI}
 
 
@@ -123,6 +124,8 @@ def capacity(info: InstanceTypeInfo, opts: CapacityOptions) -> dict[str, int]:
         "ephemeral-storage": ephemeral_storage_bytes(info, opts) * MILLI,
     }
     cap.update({k: v * MILLI for k, v in extended(info, opts.efa_only).items()})
+    if opts.ami_family in amifamily.WINDOWS and info.ipv4_per_eni > 1:
+        cap[PRIVATE_IPV4] = (info.ipv4_per_eni - 1) * MILLI
     return cap
 
 

@@ -123,3 +123,11 @@ def test_efa_only_interfaces(ec2: dict[str, InstanceTypeInfo]) -> None:
     opts = CapacityOptions(efa_only_card0=1, efa_only=2)
     assert capacity.pods(info, opts) == 14 * 49 + 2
     assert capacity.capacity(info, opts)["vpc.amazonaws.com/efa"] == 2 * MILLI
+
+
+def test_windows_private_ipv4_resource(ec2: dict[str, InstanceTypeInfo]) -> None:
+    """Windows nodes advertise the primary ENI's secondary IPs (IPv4 per ENI − 1)."""
+    win = capacity.capacity(ec2["m5.large"], CapacityOptions(ami_family=amifamily.WINDOWS2022))
+    assert win["vpc.amazonaws.com/PrivateIPv4Address"] == 9 * MILLI
+    assert win["pods"] == 110 * MILLI
+    assert "vpc.amazonaws.com/PrivateIPv4Address" not in capacity.capacity(ec2["m5.large"], AL2)
