@@ -97,6 +97,7 @@ class AWSCloudProvider:
             repr(node_class.spec),
             repr(node_class.status),
             id(self.prices),
+            id(self.region),
             self.unavailable.active(self.now()),
             tuple(sorted(self.discovered.for_amis(self._amis_key(node_class), self.now()).items())),
         )
