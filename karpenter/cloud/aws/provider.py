@@ -13,7 +13,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from karpenter.cloud.aws import errors, fleet, instances, launchtemplates, templates
+from karpenter.cloud.aws import (
+    errors,
+    fleet,
+    instances,
+    launchtemplates,
+    nodeclass_catalog,
+    templates,
+)
 from karpenter.cloud.aws.clients import Clients
 from karpenter.cloud.aws.ec2data import RegionTypes
 from karpenter.cloud.aws.repair import REPAIR_POLICIES, RepairPolicy
@@ -24,10 +31,9 @@ from karpenter.cloud.provider import (
     NodeClassNotReadyError,
     OfferingRef,
 )
-from karpenter.core.aws import amifamily, amis, catalog, discovered, drift, launch, tags
+from karpenter.core.aws import amis, catalog, discovered, drift, launch, tags
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
-from karpenter.core.aws.capacity import CapacityOptions
 from karpenter.core.aws.discovered import DiscoveredCapacity
 from karpenter.core.aws.pricing import PriceTable
 from karpenter.core.aws.unavailable import UnavailableOfferings
@@ -64,8 +70,9 @@ class AWSCloudProvider:
         self.clients = clients
         self.settings = settings
         self.nodeclasses = nodeclasses
-        self.region = region
-        self.prices = prices
+        self._region = region
+        self._prices = prices
+        self._data_version = 0  # bumps when prices or instance types are replaced
         self.now = now
         self.cluster_dns = cluster_dns
         self.cluster_cidr = cluster_cidr
@@ -77,6 +84,26 @@ class AWSCloudProvider:
         self.fleets = fleet.Fleets(clients.ec2)
         self.launch_templates = launchtemplates.LaunchTemplates(clients.ec2, settings.CLUSTER_NAME)
         self._catalogs: dict[tuple[object, ...], tuple[InstanceType, ...]] = {}
+
+    @property
+    def region(self) -> RegionTypes:
+        """The region's instance types and zones (replaced by the 12-hourly refresh)."""
+        return self._region
+
+    @region.setter
+    def region(self, value: RegionTypes) -> None:
+        self._region = value
+        self._data_version += 1
+
+    @property
+    def prices(self) -> PriceTable:
+        """The current price table (replaced by the 12-hourly refresh)."""
+        return self._prices
+
+    @prices.setter
+    def prices(self, value: PriceTable) -> None:
+        self._prices = value
+        self._data_version += 1
 
     @property
     def name(self) -> str:
@@ -96,26 +123,18 @@ class AWSCloudProvider:
             node_class.name,
             repr(node_class.spec),
             repr(node_class.status),
-            id(self.prices),
-            id(self.region),
+            self._data_version,
             self.unavailable.active(self.now()),
             tuple(sorted(self.discovered.for_amis(self._amis_key(node_class), self.now()).items())),
         )
         found = self._catalogs.get(key)
         if found is None:
-            inp = catalog.CatalogInput(
-                region=self.clients.region,
-                zones=self.region.zones,
-                prices=self.prices,
-                zone_ids=self.region.zone_ids,
-                capacity=self._capacity(node_class),
-                allowed_zones=frozenset(s.zone for s in node_class.status.subnets),
-                discovered_memory=self.discovered.for_amis(self._amis_key(node_class), self.now()),
-                network_interfaces=tuple(
-                    (n.network_card_index, n.device_index, n.interface_type)
-                    for n in node_class.spec.network_interfaces
-                ),
-                nitro_only=node_class.spec.connection_tracking is not None,
+            inp = nodeclass_catalog.catalog_input(
+                self.settings,
+                node_class,
+                self.region,
+                self.prices,
+                self.discovered.for_amis(self._amis_key(node_class), self.now()),
             )
             found = catalog.build(self.region.infos, inp, self.unavailable, self.now())
             self._catalogs = {key: found}  # one NodeClass at a time is the common case
@@ -133,30 +152,6 @@ class AWSCloudProvider:
             self.discovered.observe(
                 instance_type, self._amis_key(node_class), memory_milli, self.now()
             )
-
-    def _capacity(self, node_class: nc.EC2NodeClass) -> CapacityOptions:
-        family = node_class.resolved_family()
-        device = amifamily.features(family).ephemeral_device
-        size = next(
-            (
-                b.volume_size_bytes
-                for b in node_class.spec.block_device_mappings
-                if b.root_volume or b.device_name == device
-            ),
-            None,
-        )
-        return CapacityOptions(
-            vm_memory_overhead_percent=self.settings.VM_MEMORY_OVERHEAD_PERCENT,
-            reserved_enis=self.settings.RESERVED_ENIS,
-            ami_family=family,
-            kubelet=node_class.spec.kubelet,
-            ephemeral_volume_bytes=size,
-            instance_store_raid0=node_class.spec.instance_store_policy == "RAID0",
-            efa_only_card0=node_class.spec.efa_only_interfaces(0),
-            efa_only=node_class.spec.efa_only_interfaces()
-            if node_class.spec.network_interfaces
-            else None,
-        )
 
     async def instance_types(self, nodepool: NodePool) -> tuple[InstanceType, ...]:
         """The types of the NodePool's EC2NodeClass (none when it is missing)."""
