@@ -77,6 +77,7 @@ class AWSCloudProvider:
         self.cluster_dns = cluster_dns
         self.cluster_cidr = cluster_cidr
         self.max_launch_attempts = max_launch_attempts
+        self.eks_version = ""  # set when EKS_CONTROL_PLANE says to trust EKS for the version
         self.unavailable = UnavailableOfferings()
         self.exhausted_subnets: dict[str, float] = {}  # subnet id → until
         self.discovered = DiscoveredCapacity()

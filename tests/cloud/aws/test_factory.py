@@ -46,8 +46,9 @@ async def test_cluster_details_come_from_eks(
         resourcesVpcConfig={"subnetIds": sorted(account.subnets.values())},
         kubernetesNetworkConfig={"serviceIpv4Cidr": "10.100.0.0/16"},
     )
-    settings = AWSSettings(CLUSTER_NAME=cluster, AWS_REGION="us-east-1")
+    settings = AWSSettings(CLUSTER_NAME=cluster, AWS_REGION="us-east-1", EKS_CONTROL_PLANE=True)
     async with open_provider(settings, NodeClasses(), Clock(), moto.url, _session()) as provider:
+        assert provider.eks_version
         assert provider.settings.CLUSTER_ENDPOINT.startswith("https://")
         assert provider.settings.CLUSTER_CA_BUNDLE
         assert provider.cluster_cidr == "10.100.0.0/16"
