@@ -466,3 +466,61 @@ def status_doc(status: nc.Status, transition_time: str) -> dict[str, Any]:
             for c in status.conditions
         ],
     }
+
+
+def _requirements(raw: Any) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    return tuple(
+        (
+            str(r.get("key", "")),
+            str(r.get("operator", "")),
+            tuple(str(v) for v in r.get("values") or ()),
+        )
+        for r in raw or ()
+        if isinstance(r, dict)
+    )
+
+
+def status_from_doc(raw: Any) -> nc.Status:
+    """``status`` as stored (the inverse of ``status_doc``); missing parts read as empty."""
+    if not isinstance(raw, dict):
+        return nc.Status()
+
+    def items(key: str) -> list[dict[str, Any]]:
+        value = raw.get(key)
+        return [i for i in value if isinstance(i, dict)] if isinstance(value, list) else []
+
+    return nc.Status(
+        tuple(
+            nc.Subnet(str(i.get("id", "")), str(i.get("zone", "")), str(i.get("zoneID", "")))
+            for i in items("subnets")
+        ),
+        tuple(
+            nc.SecurityGroup(str(i.get("id", "")), str(i.get("name", "")))
+            for i in items("securityGroups")
+        ),
+        tuple(
+            nc.AMI(
+                str(i.get("id", "")),
+                str(i.get("name", "")),
+                bool(i.get("deprecated", False)),
+                _requirements(i.get("requirements")),
+            )
+            for i in items("amis")
+        ),
+        str(raw.get("instanceProfile", "") or ""),
+        tuple(
+            nc.Condition(
+                str(i.get("type", "")),
+                str(i.get("status", "")),
+                str(i.get("reason", "")),
+                str(i.get("message", "")),
+            )
+            for i in items("conditions")
+        ),
+    )
+
+
+def from_manifest(obj: Any) -> nc.EC2NodeClass:
+    """An EC2NodeClass object as the apiserver returns it (spec validated, status read)."""
+    doc = EC2NodeClassDoc.model_validate(obj)
+    return doc.to_core(status_from_doc(obj.get("status") if isinstance(obj, dict) else None))
