@@ -3,7 +3,8 @@
 Validation mirrors ``config/crd/karpenter.k8s.aws_ec2nodeclasses.yaml`` (selector-term
 exclusivity, alias format and family, amiFamily/alias agreement, role xor instanceProfile,
 restricted tags, block devices, kubelet keys) with the same messages, so a manifest the
-apiserver would refuse is refused here too. ``status_doc`` renders the resolved status.
+apiserver would refuse is refused here too. ``from_manifest`` reads an object with its status
+(``ec2nodeclass_status`` renders and reads the status block).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from karpenter.api import crdfields as f
+from karpenter.api import ec2nodeclass_status
 from karpenter.core.aws import amifamily, tags
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.capacity import Kubelet
@@ -437,90 +439,8 @@ class EC2NodeClassDoc(f.Model):
         )
 
 
-def status_doc(status: nc.Status, transition_time: str) -> dict[str, Any]:
-    """``status`` as the CRD stores it (conditions stamped with ``transition_time``)."""
-    return {
-        "subnets": [{"id": s.id, "zone": s.zone, "zoneID": s.zone_id} for s in status.subnets],
-        "securityGroups": [{"id": g.id, "name": g.name} for g in status.security_groups],
-        "amis": [
-            {
-                "id": a.id,
-                "name": a.name,
-                **({"deprecated": True} if a.deprecated else {}),
-                "requirements": [
-                    {"key": k, "operator": op, **({"values": list(v)} if v else {})}
-                    for k, op, v in a.requirements
-                ],
-            }
-            for a in status.amis
-        ],
-        "instanceProfile": status.instance_profile,
-        "conditions": [
-            {
-                "type": c.type,
-                "status": c.status,
-                "reason": c.reason or c.type,
-                "message": c.message,
-                "lastTransitionTime": transition_time,
-            }
-            for c in status.conditions
-        ],
-    }
-
-
-def _requirements(raw: Any) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
-    return tuple(
-        (
-            str(r.get("key", "")),
-            str(r.get("operator", "")),
-            tuple(str(v) for v in r.get("values") or ()),
-        )
-        for r in raw or ()
-        if isinstance(r, dict)
-    )
-
-
-def status_from_doc(raw: Any) -> nc.Status:
-    """``status`` as stored (the inverse of ``status_doc``); missing parts read as empty."""
-    if not isinstance(raw, dict):
-        return nc.Status()
-
-    def items(key: str) -> list[dict[str, Any]]:
-        value = raw.get(key)
-        return [i for i in value if isinstance(i, dict)] if isinstance(value, list) else []
-
-    return nc.Status(
-        tuple(
-            nc.Subnet(str(i.get("id", "")), str(i.get("zone", "")), str(i.get("zoneID", "")))
-            for i in items("subnets")
-        ),
-        tuple(
-            nc.SecurityGroup(str(i.get("id", "")), str(i.get("name", "")))
-            for i in items("securityGroups")
-        ),
-        tuple(
-            nc.AMI(
-                str(i.get("id", "")),
-                str(i.get("name", "")),
-                bool(i.get("deprecated", False)),
-                _requirements(i.get("requirements")),
-            )
-            for i in items("amis")
-        ),
-        str(raw.get("instanceProfile", "") or ""),
-        tuple(
-            nc.Condition(
-                str(i.get("type", "")),
-                str(i.get("status", "")),
-                str(i.get("reason", "")),
-                str(i.get("message", "")),
-            )
-            for i in items("conditions")
-        ),
-    )
-
-
 def from_manifest(obj: Any) -> nc.EC2NodeClass:
     """An EC2NodeClass object as the apiserver returns it (spec validated, status read)."""
     doc = EC2NodeClassDoc.model_validate(obj)
-    return doc.to_core(status_from_doc(obj.get("status") if isinstance(obj, dict) else None))
+    raw = obj.get("status") if isinstance(obj, dict) else None
+    return doc.to_core(ec2nodeclass_status.status_from_doc(raw))

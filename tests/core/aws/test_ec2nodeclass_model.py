@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from karpenter.api.ec2nodeclass import EC2NodeClassDoc, from_manifest, status_doc, status_from_doc
+from karpenter.api.ec2nodeclass import EC2NodeClassDoc, from_manifest
+from karpenter.api.ec2nodeclass_status import status_doc, status_from_doc
 from karpenter.core.aws import nodeclass as nc
 
 BASE: dict[str, Any] = {
