@@ -21,7 +21,7 @@ import anyio.abc
 
 from karpenter.aio.clock import Clock
 from karpenter.api import decode
-from karpenter.api.ec2nodeclass import status_doc
+from karpenter.api.ec2nodeclass_status import status_doc
 from karpenter.cloud.aws.factory import open_provider
 from karpenter.cloud.aws.provider import AWSCloudProvider
 from karpenter.cloud.aws.resolve import Resolver

@@ -85,6 +85,8 @@ def simulate(args: argparse.Namespace) -> int:
         scenario = loader.load(list(args.files), stdin_text, settings)
     except loader.ScenarioError as err:
         return _fail(str(err))
+    for note in scenario.notes:
+        print(f"karpenter: note: {note}", file=sys.stderr)
     now = args.now if args.now is not None else datetime.now(UTC).timestamp()  # noqa: TID251 - the CLI is the shell; the core takes `now` as an argument
     options = settings.core_options()
     if args.disruption:

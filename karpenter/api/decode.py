@@ -68,5 +68,5 @@ def node_claim(obj: Mapping[str, Any]) -> NodeClaim:
 
 def ec2_node_class(obj: Mapping[str, Any]) -> EC2NodeClass:
     """A karpenter.k8s.aws/v1 EC2NodeClass, its status included."""
-    result: EC2NodeClass = _wrap(ec2nodeclass.from_object, obj)
+    result: EC2NodeClass = _wrap(ec2nodeclass.from_manifest, obj)
     return result

@@ -3,18 +3,19 @@
 Validation mirrors ``config/crd/karpenter.k8s.aws_ec2nodeclasses.yaml`` (selector-term
 exclusivity, alias format and family, amiFamily/alias agreement, role xor instanceProfile,
 restricted tags, block devices, kubelet keys) with the same messages, so a manifest the
-apiserver would refuse is refused here too. ``status_doc`` renders the resolved status.
+apiserver would refuse is refused here too. ``from_manifest`` reads an object with its status
+(``ec2nodeclass_status`` renders and reads the status block).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from karpenter.api import crdfields as f
+from karpenter.api import ec2nodeclass_status
 from karpenter.core.aws import amifamily, tags
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.capacity import Kubelet
@@ -246,6 +247,48 @@ class _Metadata(f.Model):
     http_tokens: Literal["required", "optional"] = Field(default="required", alias="httpTokens")
 
 
+class _ConnTrack(f.Model):
+    tcp: int | None = Field(default=None, alias="tcpEstablishedTimeout", ge=60, le=432000)
+    udp_stream: int | None = Field(default=None, alias="udpStreamTimeout", ge=60, le=180)
+    udp: int | None = Field(default=None, alias="udpTimeout", ge=30, le=60)
+
+    @model_validator(mode="after")
+    def _one(self) -> _ConnTrack:
+        if self.tcp is None and self.udp_stream is None and self.udp is None:
+            raise ValueError("at least one connection tracking timeout must be set")
+        return self
+
+
+class _NIC(f.Model):
+    network_card_index: int = Field(alias="networkCardIndex", ge=0)
+    device_index: int = Field(alias="deviceIndex", ge=0)
+    interface_type: Literal["interface", "efa-only"] = Field(alias="interfaceType")
+
+
+class _PlacementGroup(f.Model):
+    id: str | None = Field(default=None, pattern=r"^pg-[0-9a-z]+$")
+    name: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one(self) -> _PlacementGroup:
+        if (self.id is None) == (self.name is None):
+            raise ValueError("exactly one of ['name', 'id'] must be set")
+        return self
+
+
+def _check_nics(nics: list[_NIC]) -> None:
+    pairs = [(n.network_card_index, n.device_index) for n in nics]
+    if (0, 0) not in {
+        p for p, n in zip(pairs, nics, strict=True) if n.interface_type == "interface"
+    }:
+        raise ValueError(
+            "networkInterfaces must include the primary interface (networkCardIndex 0, "
+            "deviceIndex 0, interfaceType interface)"
+        )
+    if len(set(pairs)) != len(pairs):
+        raise ValueError("networkCardIndex and deviceIndex pairs must be unique")
+
+
 class _Spec(f.Model):
     subnet_selector_terms: list[_SubnetTerm] = Field(
         alias="subnetSelectorTerms", min_length=1, max_length=30
@@ -278,6 +321,19 @@ class _Spec(f.Model):
     associate_public_ip: bool | None = Field(default=None, alias="associatePublicIPAddress")
     detailed_monitoring: bool = Field(default=False, alias="detailedMonitoring")
     context: str | None = None
+    network_interfaces: list[_NIC] | None = Field(
+        default=None, alias="networkInterfaces", max_length=150
+    )
+    placement_group: _PlacementGroup | None = Field(default=None, alias="placementGroupSelector")
+    ip_prefix_count: int | None = Field(default=None, alias="ipPrefixCount", ge=0)
+    connection_tracking: _ConnTrack | None = Field(default=None, alias="connectionTracking")
+
+    @field_validator("network_interfaces")
+    @classmethod
+    def _nics(cls, value: list[_NIC] | None) -> list[_NIC] | None:
+        if value is not None:
+            _check_nics(value)
+        return value
 
     @field_validator("tags")
     @classmethod
@@ -363,6 +419,14 @@ class EC2NodeClassDoc(f.Model):
             s.associate_public_ip,
             s.detailed_monitoring,
             s.context or "",
+            tuple(
+                nc.NetworkInterface(n.network_card_index, n.device_index, n.interface_type)
+                for n in s.network_interfaces or ()
+            ),
+            s.ip_prefix_count,
+            nc.ConnectionTracking(ct.tcp, ct.udp_stream, ct.udp)
+            if (ct := s.connection_tracking)
+            else None,
         )
         return nc.EC2NodeClass(
             self.metadata.name,
@@ -375,93 +439,8 @@ class EC2NodeClassDoc(f.Model):
         )
 
 
-def status_doc(status: nc.Status, transition_time: str) -> dict[str, Any]:
-    """``status`` as the CRD stores it (conditions stamped with ``transition_time``)."""
-    return {
-        "subnets": [{"id": s.id, "zone": s.zone, "zoneID": s.zone_id} for s in status.subnets],
-        "securityGroups": [{"id": g.id, "name": g.name} for g in status.security_groups],
-        "amis": [
-            {
-                "id": a.id,
-                "name": a.name,
-                **({"deprecated": True} if a.deprecated else {}),
-                "requirements": [
-                    {"key": k, "operator": op, **({"values": list(v)} if v else {})}
-                    for k, op, v in a.requirements
-                ],
-            }
-            for a in status.amis
-        ],
-        "instanceProfile": status.instance_profile,
-        "conditions": [
-            {
-                "type": c.type,
-                "status": c.status,
-                "reason": c.reason or c.type,
-                "message": c.message,
-                "lastTransitionTime": transition_time,
-            }
-            for c in status.conditions
-        ],
-    }
-
-
-def _items(doc: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
-    value = doc.get(key) or []
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
-
-
-def parse_status(doc: Mapping[str, Any] | None) -> nc.Status:
-    """``status`` as stored by the CRD, back to the core value (the inverse of ``status_doc``).
-
-    The status is ours (the NodeClass controller writes it), so entries with missing ids are
-    skipped rather than rejected: a half-written status must never stop launches elsewhere.
-    """
-    doc = doc or {}
-    return nc.Status(
-        tuple(
-            nc.Subnet(str(s["id"]), str(s.get("zone", "")), str(s.get("zoneID", "")))
-            for s in _items(doc, "subnets")
-            if s.get("id")
-        ),
-        tuple(
-            nc.SecurityGroup(str(g["id"]), str(g.get("name", "")))
-            for g in _items(doc, "securityGroups")
-            if g.get("id")
-        ),
-        tuple(
-            nc.AMI(
-                str(a["id"]),
-                str(a.get("name", "")),
-                bool(a.get("deprecated", False)),
-                tuple(
-                    (
-                        str(r.get("key", "")),
-                        str(r.get("operator", "")),
-                        tuple(str(v) for v in r.get("values") or ()),
-                    )
-                    for r in _items(a, "requirements")
-                ),
-            )
-            for a in _items(doc, "amis")
-            if a.get("id")
-        ),
-        str(doc.get("instanceProfile") or ""),
-        tuple(
-            nc.Condition(
-                str(c.get("type", "")),
-                str(c.get("status", "Unknown")),
-                str(c.get("reason", "")),
-                str(c.get("message", "")),
-            )
-            for c in _items(doc, "conditions")
-            if c.get("type")
-        ),
-    )
-
-
-def from_object(obj: Mapping[str, Any]) -> nc.EC2NodeClass:
-    """An EC2NodeClass object as read from the apiserver (raises pydantic's ValidationError)."""
-    doc = EC2NodeClassDoc.model_validate(dict(obj))
-    status = obj.get("status")
-    return doc.to_core(parse_status(status if isinstance(status, Mapping) else None))
+def from_manifest(obj: Any) -> nc.EC2NodeClass:
+    """An EC2NodeClass object as the apiserver returns it (spec validated, status read)."""
+    doc = EC2NodeClassDoc.model_validate(obj)
+    raw = obj.get("status") if isinstance(obj, dict) else None
+    return doc.to_core(ec2nodeclass_status.status_from_doc(raw))

@@ -56,8 +56,7 @@ class ProfileCollector:
         pages = self.iam.get_paginator("list_instance_profiles").paginate(PathPrefix=self.prefix)
         async for page in pages:
             for profile in page.get("InstanceProfiles", []):
-                # The prefix is this cluster's namespace; check it here too, since not every
-                # IAM implementation (moto among them) applies PathPrefix.
+                # checked again here: deleting another cluster's profile must be impossible
                 if not str(profile.get("Path", "")).startswith(self.prefix):
                     continue
                 name = str(profile["InstanceProfileName"])

@@ -112,13 +112,44 @@ def price_table(
     return pricing.fill_estimates(table, infos)
 
 
+@dataclass(frozen=True, slots=True)
+class Preset:
+    """The preset's catalogue, and which of its types are priced by estimate."""
+
+    types: tuple[InstanceType, ...]
+    estimated: tuple[str, ...]
+
+    def note(self) -> str:
+        """A line for people when some prices are estimates (``""`` when none are)."""
+        if not self.estimated:
+            return ""
+        return (
+            f"prices of {len(self.estimated)} of {len(self.types)} aws instance types are "
+            "estimates (give priceFile or AWS_PRICE_FILE for real prices)"
+        )
+
+
+def build(region: str, price_file: str, settings: AWSSettings) -> Preset:
+    """The preset for ``region`` with the notes a caller should pass on."""
+    data = region_data(region)
+    prices = price_table(region, price_file or settings.AWS_PRICE_FILE, data.infos)
+    types = _types(region, data, prices, settings)
+    names = {t.name for t in types}
+    return Preset(types, tuple(n for n in prices.estimated() if n in names))
+
+
 def instance_types(region: str, price_file: str, settings: AWSSettings) -> tuple[InstanceType, ...]:
     """The preset's catalogue for ``region`` (AL2023 nodes, settings' overhead and ENIs)."""
-    data = region_data(region)
+    return build(region, price_file, settings).types
+
+
+def _types(
+    region: str, data: RegionData, prices: pricing.PriceTable, settings: AWSSettings
+) -> tuple[InstanceType, ...]:
     inp = catalog.CatalogInput(
         region=region,
         zones=data.zones,
-        prices=price_table(region, price_file or settings.AWS_PRICE_FILE, data.infos),
+        prices=prices,
         zone_ids=data.zone_ids,
         capacity=CapacityOptions(
             vm_memory_overhead_percent=settings.VM_MEMORY_OVERHEAD_PERCENT,

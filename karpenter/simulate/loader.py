@@ -48,6 +48,7 @@ class Scenario:
 
     cluster: Cluster
     pending: tuple[Pod, ...]
+    notes: tuple[str, ...] = ()  # for people (stderr), e.g. that prices are estimates
 
 
 _KINDS: dict[str, str] = {
@@ -205,38 +206,42 @@ def _aws_settings() -> AWSSettings:
         raise ScenarioError(f"invalid settings: {describe_error(err)}") from None
 
 
-def _aws(preset: simulation.CatalogSpec, aws: AWSSettings) -> tuple[InstanceType, ...]:
+def _aws(preset: simulation.CatalogSpec, aws: AWSSettings) -> awspreset.Preset:
     region = preset.region or aws.AWS_REGION
     try:
-        return awspreset.instance_types(region, preset.price_file, aws)
+        return awspreset.build(region, preset.price_file, aws)
     except awspreset.PresetError as err:
         raise ScenarioError(f"InstanceTypeCatalog (aws, {region}): {err}") from None
 
 
-def _catalog(objects: Mapping[str, list[object]]) -> tuple[InstanceType, ...]:
+def _catalog(objects: Mapping[str, list[object]]) -> tuple[tuple[InstanceType, ...], list[str]]:
     explicit = [t for t in objects["InstanceType"] if isinstance(t, InstanceType)]
     presets = [c for c in objects["InstanceTypeCatalog"] if isinstance(c, simulation.CatalogSpec)]
     if not explicit and not presets:
         # the contract's default: the aws preset for AWS_REGION (or us-west-2)
         presets = [simulation.CatalogSpec("aws")]
     types: list[InstanceType] = list(explicit)
+    notes: list[str] = []
     for preset in presets:
         if preset.preset == "aws":
-            types.extend(_aws(preset, _aws_settings()))
+            built = _aws(preset, _aws_settings())
+            types.extend(built.types)
+            if built.note():
+                notes.append(built.note())
         else:
             types.extend(fake_instance_types(preset.count))
     names = [t.name for t in types]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ScenarioError(f"InstanceType: metadata.name: duplicate instance type {dupes[0]}")
-    return tuple(types)
+    return tuple(types), notes
 
 
 def _scenario(objects: Mapping[str, list[object]], overlay_gate: bool) -> Scenario:
     def of(kind: str, cls: type[Any]) -> tuple[Any, ...]:
         return tuple(o for o in objects[kind] if isinstance(o, cls))
 
-    types = _catalog(objects)
+    types, notes = _catalog(objects)
     pools: tuple[NodePool, ...] = of("NodePool", NodePool)
     pods: tuple[Pod, ...] = of("Pod", Pod)
     pdbs = tuple(
@@ -269,4 +274,4 @@ def _scenario(objects: Mapping[str, list[object]], overlay_gate: bool) -> Scenar
     pending = tuple(
         p for p in pods if not p.node_name and not p.is_terminal() and not p.is_daemonset_pod()
     )
-    return Scenario(cluster, pending)
+    return Scenario(cluster, pending, tuple(notes))

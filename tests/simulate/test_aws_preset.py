@@ -16,7 +16,7 @@ EXAMPLE = ROOT / "examples" / "aws-realistic.yaml"
 PRICES = Path("/work/shared/data/ec2-on-demand-prices.json")
 
 
-def simulate(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> Any:
+def run(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> Any:
     result = subprocess.run(
         [sys.executable, "-m", "karpenter", "simulate", *args, "--output", "json"],
         input=stdin,
@@ -27,7 +27,11 @@ def simulate(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> 
         env={**os.environ, **(env or {})},
     )
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return json.loads(result.stdout), result.stderr
+
+
+def simulate(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> Any:
+    return run(*args, env=env, stdin=stdin)[0]
 
 
 @pytest.mark.skipif(not PRICES.exists(), reason="the shared us-east-1 price snapshot is absent")
@@ -71,7 +75,8 @@ metadata: {name: p, namespace: default}
 spec:
   containers: [{name: c, image: x, resources: {requests: {cpu: "1", memory: 1Gi}}}]
 """
-    out = simulate("-", env={"AWS_REGION": "eu-west-1", "AWS_PRICE_FILE": ""}, stdin=scenario)
+    out, stderr = run("-", env={"AWS_REGION": "eu-west-1", "AWS_PRICE_FILE": ""}, stdin=scenario)
+    assert "karpenter: note: prices of " in stderr and "are estimates" in stderr
     claim = out["nodeClaims"][0]
     assert claim["labels"]["topology.kubernetes.io/region"] == "eu-west-1"
     assert claim["launch"]["zone"].startswith("eu-west-1")

@@ -62,13 +62,28 @@ class Batcher(Generic[Req, Res]):
             self._open.pop(key, None)  # later callers open a new window
             window.full.set()
         if leader:
-            await self._lead(key, window)
+            try:
+                await self._lead(key, window)
+            except BaseException:
+                self._abandon(key, window)
+                raise
         else:
             await window.done.wait()
         result = window.results[index]
         if isinstance(result, BaseException):
             raise result
         return result
+
+    def _abandon(self, key: Hashable, window: _Window[Req, Res]) -> None:
+        # the leader was cancelled before the batch ran: release the followers with an error
+        # (they may retry) instead of leaving them waiting for a batch nobody will run
+        if window.done.is_set():
+            return
+        if self._open.get(key) is window:
+            del self._open[key]
+        error = RuntimeError("batch abandoned: the caller leading it was cancelled")
+        window.results = [error] * len(window.items)
+        window.done.set()
 
     async def _lead(self, key: Hashable, window: _Window[Req, Res]) -> None:
         while not window.full.is_set():

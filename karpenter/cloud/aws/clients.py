@@ -32,6 +32,7 @@ class Clients:
     iam: Client
     sqs: Client
     pricing: Client
+    eks: Client
 
 
 @contextlib.asynccontextmanager
@@ -46,8 +47,16 @@ async def open_clients(
     async with contextlib.AsyncExitStack() as stack:
         made = {
             name: await stack.enter_async_context(session.client(name, **kw))
-            for name in ("ec2", "ssm", "iam", "sqs")
+            for name in ("ec2", "ssm", "iam", "sqs", "eks")
         }
         price_kw = {**kw, "region_name": pricing.pricing_api_region(region)}
         made["pricing"] = await stack.enter_async_context(session.client("pricing", **price_kw))
-        yield Clients(region, made["ec2"], made["ssm"], made["iam"], made["sqs"], made["pricing"])
+        yield Clients(
+            region,
+            made["ec2"],
+            made["ssm"],
+            made["iam"],
+            made["sqs"],
+            made["pricing"],
+            made["eks"],
+        )

@@ -36,6 +36,9 @@ UNFULFILLABLE = frozenset(
     }
 )
 SPOT_SLR = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+SUBNET_FULL = "InsufficientFreeAddressesInSubnet"
+# Errors that mean "no capacity here" (the claim fails as InsufficientCapacity, not CreateError)
+CAPACITY = UNFULFILLABLE | {SPOT_SLR}
 LAUNCH_TEMPLATE_NOT_FOUND = "InvalidLaunchTemplateName.NotFoundException"
 _REASONS = (
     (SPOT_SLR, "SpotSLRCreationFailed"),

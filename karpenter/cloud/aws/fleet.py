@@ -31,11 +31,28 @@ class FleetError:
 
 
 @dataclass(frozen=True, slots=True)
+class Launched:
+    """One instance as CreateFleet reports it (no DescribeInstances needed, as upstream)."""
+
+    instance_id: str
+    instance_type: str
+    zone: str
+    subnet_id: str
+    image_id: str
+    lifecycle: str
+
+
+@dataclass(frozen=True, slots=True)
 class FleetResult:
     """What one caller got: at most one instance, and the fleet's errors."""
 
-    instance_id: str
+    instance: Launched | None
     errors: tuple[FleetError, ...]
+
+    @property
+    def instance_id(self) -> str:
+        """The launched instance's id (``""`` when none)."""
+        return self.instance.instance_id if self.instance else ""
 
 
 def request(
@@ -97,6 +114,24 @@ def _errors(out: Mapping[str, Any]) -> tuple[FleetError, ...]:
     return tuple(found)
 
 
+def _instances(out: Mapping[str, Any]) -> list[Launched]:
+    found = []
+    for inst in out.get("Instances", []):
+        over = inst.get("LaunchTemplateAndOverrides", {}).get("Overrides", {})
+        for instance_id in inst.get("InstanceIds", []):
+            found.append(
+                Launched(
+                    str(instance_id),
+                    str(inst.get("InstanceType") or over.get("InstanceType", "")),
+                    str(over.get("AvailabilityZone", "")),
+                    str(over.get("SubnetId", "")),
+                    str(over.get("ImageId", "")),
+                    str(inst.get("Lifecycle", "on-demand")),
+                )
+            )
+    return found
+
+
 class Fleets:
     """Batched CreateFleet calls."""
 
@@ -114,11 +149,13 @@ class Fleets:
         req["TargetCapacitySpecification"]["TotalTargetCapacity"] = len(reqs)
         self.calls += 1
         out = await self._ec2.create_fleet(**req)
-        ids = [i for inst in out.get("Instances", []) for i in inst.get("InstanceIds", [])]
+        launched = _instances(out)
         errs = _errors(out)
-        if len(ids) < len(reqs) and not errs:
+        if len(launched) < len(reqs) and not errs:
             errs = (FleetError("", "", "", "UnfulfillableCapacity", "too few instances returned"),)
-        return [FleetResult(ids[n] if n < len(ids) else "", errs) for n in range(len(reqs))]
+        return [
+            FleetResult(launched[n] if n < len(launched) else None, errs) for n in range(len(reqs))
+        ]
 
     async def create(self, req: dict[str, Any]) -> FleetResult:
         """Launch one instance (merged with identical concurrent requests)."""

@@ -36,13 +36,13 @@ class Content:
     capacity_type: str
     public_ip: bool | None = None
     detailed_monitoring: bool = False
+    network_interfaces: tuple[tuple[int, int, str], ...] = ()  # (card, device, type)
+    ip_prefix_count: int | None = None
+    connection_tracking: tuple[tuple[str, int], ...] = ()  # (EC2 field, seconds)
 
     def data(self) -> dict[str, Any]:
         """The CreateLaunchTemplate ``LaunchTemplateData``."""
         m = self.metadata
-        nic: dict[str, Any] = {"DeviceIndex": 0, "Groups": list(self.security_group_ids)}
-        if self.public_ip is not None:
-            nic["AssociatePublicIpAddress"] = self.public_ip
         tag_list = [{"Key": k, "Value": v} for k, v in sorted(self.tags.items())]
         kinds = ["network-interface"] + (
             ["spot-instances-request"] if self.capacity_type == "spot" else []
@@ -52,7 +52,7 @@ class Content:
             "UserData": base64.b64encode(self.user_data.encode()).decode(),
             "IamInstanceProfile": {"Name": self.instance_profile},
             "Monitoring": {"Enabled": self.detailed_monitoring},
-            "NetworkInterfaces": [nic],
+            "NetworkInterfaces": self._nics(),
             "MetadataOptions": {
                 "HttpEndpoint": m.http_endpoint,
                 "HttpProtocolIpv6": m.http_protocol_ipv6,
@@ -65,6 +65,32 @@ class Content:
         if self.block_devices:
             data["BlockDeviceMappings"] = [_bdm(b) for b in self.block_devices]
         return data
+
+    def _nics(self) -> list[dict[str, Any]]:
+        """One NIC per spec.networkInterfaces entry, else the default device-0 ENI.
+
+        efa-only interfaces get no public IP, prefixes or connection tracking (EFA traffic never
+        leaves the VPC and is not tracked).
+        """
+        specs = self.network_interfaces or ((0, 0, "interface"),)
+        out = []
+        for card, device, kind in specs:
+            nic: dict[str, Any] = {
+                "NetworkCardIndex": card,
+                "DeviceIndex": device,
+                "Groups": list(self.security_group_ids),
+            }
+            if self.network_interfaces:
+                nic["InterfaceType"] = kind
+            if kind == "interface":
+                if self.public_ip is not None and (card, device) == (0, 0):
+                    nic["AssociatePublicIpAddress"] = self.public_ip
+                if self.ip_prefix_count is not None:
+                    nic["Ipv4PrefixCount"] = self.ip_prefix_count
+                if self.connection_tracking:
+                    nic["ConnectionTrackingSpecification"] = dict(self.connection_tracking)
+            out.append(nic)
+        return out
 
     def name(self) -> str:
         """``karpenter.k8s.aws/<hash>`` of the data (tags included, as upstream)."""

@@ -9,13 +9,21 @@ hidden for 3 minutes and the launch is planned again without them, up to
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from karpenter.cloud.aws import errors, fleet, instances, launchtemplates
+from karpenter.cloud.aws import (
+    errors,
+    fleet,
+    instances,
+    launchtemplates,
+    nodeclass_catalog,
+    templates,
+)
 from karpenter.cloud.aws.clients import Clients
 from karpenter.cloud.aws.ec2data import RegionTypes
+from karpenter.cloud.aws.repair import REPAIR_POLICIES, RepairPolicy
 from karpenter.cloud.provider import (
     CreateError,
     InsufficientCapacityError,
@@ -23,21 +31,17 @@ from karpenter.cloud.provider import (
     NodeClassNotReadyError,
     OfferingRef,
 )
-from karpenter.core.aws import amifamily, amis, catalog, drift, launch, tags, userdata
+from karpenter.core.aws import amis, catalog, discovered, drift, launch, tags
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
-from karpenter.core.aws.capacity import CapacityOptions
+from karpenter.core.aws.discovered import DiscoveredCapacity
 from karpenter.core.aws.pricing import PriceTable
 from karpenter.core.aws.unavailable import UnavailableOfferings
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.model.nodepool import NodePool
-from karpenter.core.scheduling.taints import Taint
 from karpenter.settings import AWSSettings
-
-UNREGISTERED = Taint(lbl.TAINT_UNREGISTERED, "NoExecute")
-USER_DATA_LIMIT = 16384  # bytes EC2 accepts, decoded
 
 
 class NodeClassSource(Protocol):
@@ -66,22 +70,50 @@ class AWSCloudProvider:
         self.clients = clients
         self.settings = settings
         self.nodeclasses = nodeclasses
-        self.region = region
-        self.prices = prices
+        self._region = region
+        self._prices = prices
+        self._data_version = 0  # bumps when prices or instance types are replaced
         self.now = now
         self.cluster_dns = cluster_dns
         self.cluster_cidr = cluster_cidr
         self.max_launch_attempts = max_launch_attempts
+        self.eks_version = ""  # set when EKS_CONTROL_PLANE says to trust EKS for the version
         self.unavailable = UnavailableOfferings()
+        self.exhausted_subnets: dict[str, float] = {}  # subnet id → until
+        self.discovered = DiscoveredCapacity()
         self.instances = instances.Instances(clients.ec2, settings.CLUSTER_NAME)
         self.fleets = fleet.Fleets(clients.ec2)
         self.launch_templates = launchtemplates.LaunchTemplates(clients.ec2, settings.CLUSTER_NAME)
         self._catalogs: dict[tuple[object, ...], tuple[InstanceType, ...]] = {}
 
     @property
+    def region(self) -> RegionTypes:
+        """The region's instance types and zones (replaced by the 12-hourly refresh)."""
+        return self._region
+
+    @region.setter
+    def region(self, value: RegionTypes) -> None:
+        self._region = value
+        self._data_version += 1
+
+    @property
+    def prices(self) -> PriceTable:
+        """The current price table (replaced by the 12-hourly refresh)."""
+        return self._prices
+
+    @prices.setter
+    def prices(self, value: PriceTable) -> None:
+        self._prices = value
+        self._data_version += 1
+
+    @property
     def name(self) -> str:
         """``aws``."""
         return "aws"
+
+    def repair_policies(self) -> tuple[RepairPolicy, ...]:
+        """When node repair may replace an unhealthy node (NodeRepair feature gate)."""
+        return REPAIR_POLICIES
 
     # --- catalogue ---------------------------------------------------------------------------
 
@@ -92,42 +124,35 @@ class AWSCloudProvider:
             node_class.name,
             repr(node_class.spec),
             repr(node_class.status),
-            id(self.prices),
+            self._data_version,
             self.unavailable.active(self.now()),
+            tuple(sorted(self.discovered.for_amis(self._amis_key(node_class), self.now()).items())),
         )
         found = self._catalogs.get(key)
         if found is None:
-            inp = catalog.CatalogInput(
-                region=self.clients.region,
-                zones=self.region.zones,
-                prices=self.prices,
-                zone_ids=self.region.zone_ids,
-                capacity=self._capacity(node_class),
-                allowed_zones=frozenset(s.zone for s in node_class.status.subnets),
+            inp = nodeclass_catalog.catalog_input(
+                self.settings,
+                node_class,
+                self.region,
+                self.prices,
+                self.discovered.for_amis(self._amis_key(node_class), self.now()),
             )
             found = catalog.build(self.region.infos, inp, self.unavailable, self.now())
             self._catalogs = {key: found}  # one NodeClass at a time is the common case
         return found
 
-    def _capacity(self, node_class: nc.EC2NodeClass) -> CapacityOptions:
-        family = node_class.resolved_family()
-        device = amifamily.features(family).ephemeral_device
-        size = next(
-            (
-                b.volume_size_bytes
-                for b in node_class.spec.block_device_mappings
-                if b.root_volume or b.device_name == device
-            ),
-            None,
-        )
-        return CapacityOptions(
-            vm_memory_overhead_percent=self.settings.VM_MEMORY_OVERHEAD_PERCENT,
-            reserved_enis=self.settings.RESERVED_ENIS,
-            ami_family=family,
-            kubelet=node_class.spec.kubelet,
-            ephemeral_volume_bytes=size,
-            instance_store_raid0=node_class.spec.instance_store_policy == "RAID0",
-        )
+    @staticmethod
+    def _amis_key(node_class: nc.EC2NodeClass) -> str:
+        return discovered.amis_key(a.id for a in node_class.status.amis)
+
+    def observe_node(
+        self, node_class: nc.EC2NodeClass, instance_type: str, image_id: str, memory_milli: int
+    ) -> None:
+        """A Node registered: remember its real memory if it runs a currently selected AMI."""
+        if any(a.id == image_id for a in node_class.status.amis):
+            self.discovered.observe(
+                instance_type, self._amis_key(node_class), memory_milli, self.now()
+            )
 
     async def instance_types(self, nodepool: NodePool) -> tuple[InstanceType, ...]:
         """The types of the NodePool's EC2NodeClass (none when it is missing)."""
@@ -157,16 +182,32 @@ class AWSCloudProvider:
         for _ in range(self.max_launch_attempts):
             now = self.now()
             types = self.catalog(node_class)
+            subnets = [
+                s for s in node_class.status.subnets if self.exhausted_subnets.get(s.id, 0) <= now
+            ]
             try:
-                plan = launch.plan(claim, types, node_class.status.subnets, node_class.status.amis)
+                plan = launch.plan(claim, types, subnets, node_class.status.amis)
             except launch.NoCapacityError as err:
                 raise InsufficientCapacityError(str(err), tuple(tried)) from None
             result = await self._fleet_retrying(claim, node_class, plan, types, now)
             tried.extend(self._record(result.errors, plan.capacity_type, now))
-            if result.instance_id:
-                instance = await self.instances.get(result.instance_id)
+            if result.instance is not None:
+                # built from the CreateFleet answer: a DescribeInstances right after launch may
+                # not see the instance yet (EC2 is eventually consistent)
+                launched = result.instance
+                instance = instances.Instance(
+                    launched.instance_id,
+                    launched.instance_type,
+                    launched.zone,
+                    "spot" if launched.lifecycle == "spot" else "on-demand",
+                    launched.image_id,
+                    launched.subnet_id,
+                    frozenset(g.id for g in node_class.status.security_groups),
+                    "pending",
+                    now,
+                )
                 return self._launched(claim, node_class, instance, types)
-            if any(e.code not in errors.UNFULFILLABLE for e in result.errors):
+            if any(e.code not in errors.CAPACITY for e in result.errors):
                 text = "; ".join(sorted({f"{e.code}: {e.message}" for e in result.errors}))
                 raise CreateError(text, errors.launch_reason(text))
         raise InsufficientCapacityError(
@@ -198,6 +239,9 @@ class AWSCloudProvider:
         for err in errs:
             if err.code == errors.SPOT_SLR:
                 self.unavailable.mark_capacity_type("spot", now)
+            elif err.code == errors.SUBNET_FULL and err.subnet_id:
+                # the subnet, not the pool, is out: other subnets of the zone may still launch
+                self.exhausted_subnets[err.subnet_id] = now + self.unavailable.ttl
             elif err.code in errors.UNFULFILLABLE and err.instance_type:
                 self.unavailable.mark(capacity_type, err.instance_type, err.zone, now)
                 refs.append(OfferingRef(err.instance_type, err.zone, capacity_type))
@@ -220,60 +264,24 @@ class AWSCloudProvider:
         )
         named = []
         for (image_id, max_pods), overrides in groups.items():
-            content = self._template(
-                claim, node_class, image_id, max_pods, plan.capacity_type, base_tags
+            content = templates.content(
+                self._cluster(),
+                claim,
+                node_class,
+                templates.Launch(image_id, max_pods, plan.capacity_type, base_tags),
             )
             named.append((await self.launch_templates.ensure(content, now), overrides))
         req = fleet.request(plan.capacity_type, named, base_tags, node_class.spec.context)
         return await self.fleets.create(req)
 
-    def _template(
-        self,
-        claim: NodeClaim,
-        node_class: nc.EC2NodeClass,
-        image_id: str,
-        max_pods: int,
-        capacity_type: str,
-        base_tags: Mapping[str, str],
-    ) -> launchtemplates.Content:
-        family = node_class.resolved_family()
-        labels = {**claim.labels, lbl.CAPACITY_TYPE: capacity_type}
-        if family != amifamily.CUSTOM:
-            labels[lbl.DO_NOT_SYNC_TAINTS] = "true"
-        taints = (*claim.taints, *claim.startup_taints)
-        if UNREGISTERED not in taints:
-            taints = (*taints, UNREGISTERED)
-        kubelet = node_class.spec.kubelet
-        opts = userdata.Options(
-            self.settings.CLUSTER_NAME,
-            self.settings.CLUSTER_ENDPOINT,
-            self.settings.CLUSTER_CA_BUNDLE,
+    def _cluster(self) -> templates.Cluster:
+        s = self.settings
+        return templates.Cluster(
+            s.CLUSTER_NAME,
+            s.CLUSTER_ENDPOINT,
+            s.CLUSTER_CA_BUNDLE,
             self.cluster_cidr,
-            kubelet.cluster_dns[0] if kubelet.cluster_dns else self.cluster_dns,
-            {k: v for k, v in labels.items() if "node-restriction.kubernetes.io" not in k},
-            taints,
-            kubelet.max_pods if kubelet.max_pods is not None else max_pods,
-            kubelet,
-            node_class.spec.user_data,
-            node_class.spec.instance_store_policy == "RAID0",
-        )
-        rendered = userdata.render(family, opts)
-        if len(rendered.encode()) > USER_DATA_LIMIT:
-            raise CreateError(
-                f"user data is {len(rendered.encode())} bytes, EC2 allows {USER_DATA_LIMIT}",
-                "UserDataSizeLimitExceeded",
-            )
-        return launchtemplates.Content(
-            image_id=image_id,
-            user_data=rendered,
-            instance_profile=node_class.status.instance_profile,
-            security_group_ids=tuple(g.id for g in node_class.status.security_groups),
-            tags=base_tags,
-            block_devices=node_class.spec.block_device_mappings or _default_bdm(family),
-            metadata=node_class.spec.metadata_options,
-            capacity_type=capacity_type,
-            public_ip=node_class.spec.associate_public_ip_address,
-            detailed_monitoring=node_class.spec.detailed_monitoring,
+            self.cluster_dns,
         )
 
     def _launched(
@@ -385,15 +393,3 @@ class AWSCloudProvider:
         }
         facts = drift.InstanceFacts(inst.image_id, inst.subnet_id, inst.security_group_ids)
         return drift.drift_reason(facts, node_class.status, expected, claim.annotations, current)
-
-
-def _default_bdm(family: str) -> tuple[nc.BlockDevice, ...]:
-    """Upstream's default volumes: 20Gi gp3 root; Bottlerocket 4Gi OS + 20Gi data; Windows 50Gi."""
-    gib = 2**30
-    if family == amifamily.CUSTOM:
-        return ()
-    if family == amifamily.BOTTLEROCKET:
-        return (nc.BlockDevice("/dev/xvda", 4 * gib), nc.BlockDevice("/dev/xvdb", 20 * gib))
-    if family in amifamily.WINDOWS:
-        return (nc.BlockDevice("/dev/sda1", 50 * gib),)
-    return (nc.BlockDevice("/dev/xvda", 20 * gib),)

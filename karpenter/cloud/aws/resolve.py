@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from karpenter.cloud.aws import errors
+from karpenter.cloud.aws import authcheck, errors
 from karpenter.cloud.aws.clients import Clients
 from karpenter.core.aws import amifamily, amis
 from karpenter.core.aws import nodeclass as nc
@@ -48,6 +48,31 @@ def _queries(terms: Sequence[nc.SelectorTerm], id_filter: str) -> list[list[dict
     return queries
 
 
+SSM_ALIAS_TTL = 24 * 3600.0  # public EKS parameters, as upstream
+SSM_USER_TTL = 5 * 60.0  # the user's own spec.amiSelectorTerms[].ssmParameter
+
+
+class SSMCache:
+    """SSM parameter values with expiry; values whose AMI got deprecated are evicted."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, tuple[str, float]] = {}
+
+    def get(self, name: str, now: float) -> str | None:
+        """The cached value, if fresh."""
+        found = self._values.get(name)
+        return found[0] if found is not None and found[1] > now else None
+
+    def put(self, name: str, value: str, until: float) -> None:
+        """Remember a value until ``until``."""
+        self._values[name] = (value, until)
+
+    def evict_values(self, values: set[str]) -> None:
+        """Forget every parameter holding one of these values."""
+        for name in [n for n, (v, _) in self._values.items() if v in values]:
+            del self._values[name]
+
+
 @dataclass(frozen=True, slots=True)
 class Resolver:
     """Resolves one NodeClass at a time against the cluster's account and region."""
@@ -55,6 +80,8 @@ class Resolver:
     clients: Clients
     cluster_name: str
     k8s_version: str = "1.31"
+    dry_run: bool = True  # DISABLE_DRY_RUN=true turns the authorization checks off
+    ssm_cache: SSMCache = field(default_factory=SSMCache)
 
     async def subnets(self, terms: Sequence[nc.SelectorTerm]) -> tuple[nc.Subnet, ...]:
         """Matching subnets, most free IPs first, then by id."""
@@ -81,20 +108,25 @@ class Resolver:
                 found[g["GroupId"]] = nc.SecurityGroup(g["GroupId"], g.get("GroupName", ""))
         return tuple(sorted(found.values(), key=lambda g: g.id))
 
-    async def _ssm(self, name: str) -> str:
+    async def _ssm(self, name: str, now: float, ttl: float) -> str:
+        cached = self.ssm_cache.get(name, now)
+        if cached is not None:
+            return cached
         try:
             out = await self.clients.ssm.get_parameter(Name=name)
         except Exception as err:
             if errors.is_not_found(err):
                 return ""  # upstream skips missing alias parameters
             raise
-        return str(out["Parameter"]["Value"])
+        value = str(out["Parameter"]["Value"])
+        self.ssm_cache.put(name, value, now + ttl)
+        return value
 
-    async def _alias_images(self, alias: str) -> list[tuple[str, str]]:
+    async def _alias_images(self, alias: str, now: float) -> list[tuple[str, str]]:
         parsed = amifamily.parse_alias(alias)
         found = []
         for param in amifamily.alias_parameters(parsed, self.k8s_version):
-            image_id = await self._ssm(param.path)
+            image_id = await self._ssm(param.path, now, SSM_ALIAS_TTL)
             if image_id:
                 found.append((image_id, param.variant))
         return found
@@ -103,24 +135,26 @@ class Resolver:
         out = await self.clients.ec2.describe_images(IncludeDeprecated=True, **kw)
         return [i for i in out.get("Images", []) if i.get("State", "available") == "available"]
 
-    async def _term_ids(self, terms: Sequence[nc.SelectorTerm]) -> tuple[list[str], dict[str, str]]:
+    async def _term_ids(
+        self, terms: Sequence[nc.SelectorTerm], now: float
+    ) -> tuple[list[str], dict[str, str]]:
         """Image ids named directly, through aliases and through SSM parameters."""
         variants: dict[str, str] = {}
         ids = [t.id for t in terms if t.id]
         for term in terms:
             if term.alias:
-                for image_id, variant in await self._alias_images(term.alias):
+                for image_id, variant in await self._alias_images(term.alias, now):
                     variants[image_id] = variant
                     ids.append(image_id)
             elif term.ssm_parameter:
-                value = await self._ssm(term.ssm_parameter)
+                value = await self._ssm(term.ssm_parameter, now, SSM_USER_TTL)
                 if value.startswith("ami-"):
                     ids.append(value)
         return ids, variants
 
     async def amis(self, terms: Sequence[nc.SelectorTerm], now: datetime) -> tuple[nc.AMI, ...]:
         """status.amis for the terms (aliases through SSM, then DescribeImages)."""
-        ids, variants = await self._term_ids(terms)
+        ids, variants = await self._term_ids(terms, now.timestamp())
         raw: list[dict[str, object]] = []
         if ids:
             raw.extend(await self._describe(ImageIds=sorted(set(ids))))
@@ -128,7 +162,12 @@ class Resolver:
             if not (term.id or term.alias or term.ssm_parameter):
                 raw.extend(await self._describe(**_image_query(term)))
         images = [_image(i, variants) for i in raw]
-        return amis.select(images, now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        # a deprecated AMI behind a cached parameter: read the parameter again next time
+        self.ssm_cache.evict_values(
+            {i.id for i in images if i.deprecation_time and i.deprecation_time <= stamp}
+        )
+        return amis.select(images, stamp)
 
     async def instance_profile(self, node_class: nc.EC2NodeClass) -> str:
         """spec.instanceProfile as is; for spec.role, Karpenter's own profile (created once)."""
@@ -170,14 +209,27 @@ class Resolver:
             "topology.kubernetes.io/region": self.clients.region,
         }
 
+    def _unsupported(self, terms: Sequence[nc.SelectorTerm]) -> str:
+        for term in terms:
+            if term.alias:
+                why = amifamily.unsupported_alias(
+                    amifamily.parse_alias(term.alias), self.k8s_version
+                )
+                if why:
+                    return why
+        return ""
+
     async def status(self, node_class: nc.EC2NodeClass, now: datetime) -> nc.Status:
         """The resolved status with upstream's conditions (Ready is their conjunction)."""
         spec = node_class.spec
         subnets = await self.subnets(spec.subnet_selector_terms)
         groups = await self.security_groups(spec.security_group_selector_terms)
-        images = await self.amis(spec.ami_selector_terms, now)
+        unsupported = self._unsupported(spec.ami_selector_terms)
+        images = () if unsupported else await self.amis(spec.ami_selector_terms, now)
         conds = [
-            _cond(nc.COND_AMIS, bool(images), "AMINotFound", AMI_NOT_FOUND),
+            nc.Condition(nc.COND_AMIS, "False", "UnsupportedAlias", unsupported)
+            if unsupported
+            else _cond(nc.COND_AMIS, bool(images), "AMINotFound", AMI_NOT_FOUND),
             _cond(nc.COND_SUBNETS, bool(subnets), "SubnetsNotFound", SUBNETS_NOT_FOUND),
             _cond(nc.COND_SECURITY_GROUPS, bool(groups), "SecurityGroupsNotFound", SGS_NOT_FOUND),
             nc.Condition(nc.COND_PLACEMENT_GROUP, "True", nc.COND_PLACEMENT_GROUP),
@@ -193,8 +245,12 @@ class Resolver:
             conds.append(
                 nc.Condition(nc.COND_INSTANCE_PROFILE, "False", "InstanceProfileNotFound", msg)
             )
-        conds.append(_validation(node_class, conds))
-        return nc.Status(subnets, groups, images, profile, nc.with_ready(tuple(conds)))
+        validation = _validation(node_class, conds)
+        status = nc.Status(subnets, groups, images, profile, ())
+        if validation.status == "True" and self.dry_run:
+            validation = await authcheck.check(self.clients.ec2, status) or validation
+        conds.append(validation)
+        return replace(status, conditions=nc.with_ready(tuple(conds)))
 
 
 def _image_query(term: nc.SelectorTerm) -> dict[str, object]:

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from karpenter.cloud.aws.clients import Client
 from karpenter.core.aws import interruption
 
@@ -48,25 +50,34 @@ async def poll_once(
         MessageAttributeNames=["All"],
     )
     stats = PollStats()
-    for message in out.get("Messages", []):
-        stats.received += 1
-        body = str(message.get("Body", ""))
-        try:
-            parsed = interruption.parse(body)
-        except interruption.MessageError as err:
-            stats.malformed += 1
-            log.error("dropping malformed interruption message", error=str(err), body=body[:200])
-        else:
-            try:
-                await handler(parsed)
-            except Exception as err:  # redelivered after the visibility timeout
-                stats.failed += 1
-                log.error("handling interruption message failed", kind=parsed.kind, error=str(err))
-                continue
-            stats.handled += 1
-        await sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-        stats.deleted += 1
+    # upstream handles a batch with 10 workers; a receive returns at most 10 messages
+    async with anyio.create_task_group() as tg:
+        for message in out.get("Messages", []):
+            tg.start_soon(_one, sqs, url, handler, log, message, stats)
     return stats
+
+
+async def _one(
+    sqs: Client, url: str, handler: Handler, log: Any, message: dict[str, Any], stats: PollStats
+) -> None:
+    """Handle one message; delete it unless its handler failed."""
+    stats.received += 1
+    body = str(message.get("Body", ""))
+    try:
+        parsed = interruption.parse(body)
+    except interruption.MessageError as err:
+        stats.malformed += 1
+        log.error("dropping malformed interruption message", error=str(err), body=body[:200])
+    else:
+        try:
+            await handler(parsed)
+        except Exception as err:  # redelivered after the visibility timeout
+            stats.failed += 1
+            log.error("handling interruption message failed", kind=parsed.kind, error=str(err))
+            return
+        stats.handled += 1
+    await sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    stats.deleted += 1
 
 
 async def poll_interruptions(

@@ -146,3 +146,27 @@ def variant_requirements(variant: str) -> tuple[tuple[str, str], ...]:
     if variant == "neuron":
         return ((ACCELERATOR_COUNT, "Exists"),)
     return ((GPU_COUNT, "DoesNotExist"), (ACCELERATOR_COUNT, "DoesNotExist"))
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, _, minor = version.partition(".")
+    try:
+        return int(major), int(minor.rstrip("+"))
+    except ValueError:
+        return (0, 0)
+
+
+def unsupported_alias(alias: Alias, k8s_version: str) -> str:
+    """Why an alias cannot be used on this Kubernetes version (``""``: it can)."""
+    version = _minor(k8s_version)
+    if alias.family == AL2 and version >= (1, 33):
+        return (
+            "AL2 aliases are no longer supported on EKS 1.33+ (AL2 AMIs are not published for "
+            "1.33 and later)"
+        )
+    if alias.family == WINDOWS2025 and version < (1, 35):
+        return (
+            "Windows Server 2025 requires EKS version 1.35 or higher, current version: "
+            f"{k8s_version}"
+        )
+    return ""

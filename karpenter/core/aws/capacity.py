@@ -25,6 +25,7 @@ GAUDI = "habana.ai/gaudi"
 NEURON = "aws.amazon.com/neuron"
 NEURON_CORE = "aws.amazon.com/neuroncore"
 EFA = "vpc.amazonaws.com/efa"
+PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"  # Windows: secondary IPs of the primary ENI
 _GPU_RESOURCES = {"NVIDIA": NVIDIA_GPU, "AMD": AMD_GPU, "Habana": GAUDI}
 
 
@@ -51,6 +52,9 @@ class CapacityOptions:
     # Size of the block device the family keeps ephemeral storage on (None: family default).
     ephemeral_volume_bytes: int | None = None
     instance_store_raid0: bool = False
+    # spec.networkInterfaces: efa-only interfaces on card 0 (they take ENIs from pods) and in all
+    efa_only_card0: int = 0
+    efa_only: int | None = None  # None: no networkInterfaces, EFA capacity = the type's maximum
 
 
 def memory_mib(info: InstanceTypeInfo, overhead_percent: float) -> int:
@@ -75,7 +79,7 @@ def pods(info: InstanceTypeInfo, opts: CapacityOptions) -> int:
     if opts.kubelet.max_pods is not None:
         count = opts.kubelet.max_pods
     elif feats.eni_limited_pods:
-        count = eni_limited_pods(info, opts.reserved_enis)
+        count = eni_limited_pods(info, opts.reserved_enis, opts.efa_only_card0)
     else:
         count = DEFAULT_WINDOWS_PODS
     ppc = opts.kubelet.pods_per_core
@@ -93,8 +97,8 @@ def ephemeral_storage_bytes(info: InstanceTypeInfo, opts: CapacityOptions) -> in
     return amifamily.features(opts.ami_family).default_volume_gib * GIB
 
 
-def extended(info: InstanceTypeInfo) -> dict[str, int]:
-    """GPU, Neuron and EFA resources (whole units)."""
+def extended(info: InstanceTypeInfo, efa_only: int | None = None) -> dict[str, int]:
+    """GPU, Neuron and EFA resources (whole units); EFA: spec's efa-only count if given."""
     out: dict[str, int] = {}
     for gpu in info.gpus:
         name = _GPU_RESOURCES.get(gpu.manufacturer)
@@ -105,8 +109,9 @@ def extended(info: InstanceTypeInfo) -> dict[str, int]:
         out[NEURON_CORE] = info.neuron[0].count * info.neuron[0].cores
     elif info.inference and info.inference[0].manufacturer == "AWS":
         out[NEURON] = sum(d.count for d in info.inference)
-    if info.max_efa:
-        out[EFA] = info.max_efa
+    efa = info.max_efa if efa_only is None else efa_only
+    if efa:
+        out[EFA] = efa
     return out
 
 
@@ -118,7 +123,9 @@ def capacity(info: InstanceTypeInfo, opts: CapacityOptions) -> dict[str, int]:
         "pods": pods(info, opts) * MILLI,
         "ephemeral-storage": ephemeral_storage_bytes(info, opts) * MILLI,
     }
-    cap.update({k: v * MILLI for k, v in extended(info).items()})
+    cap.update({k: v * MILLI for k, v in extended(info, opts.efa_only).items()})
+    if opts.ami_family in amifamily.WINDOWS and info.ipv4_per_eni > 1:
+        cap[PRIVATE_IPV4] = (info.ipv4_per_eni - 1) * MILLI
     return cap
 
 

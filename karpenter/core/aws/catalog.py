@@ -34,6 +34,11 @@ class CatalogInput:
     zone_ids: Mapping[str, str] = field(default_factory=dict)
     capacity: CapacityOptions = field(default_factory=CapacityOptions)
     allowed_zones: frozenset[str] | None = None  # the NodeClass's subnet zones (None: all)
+    # spec.networkInterfaces as (card, device, type): types that cannot host them are unavailable
+    network_interfaces: tuple[tuple[int, int, str], ...] = ()
+    nitro_only: bool = False  # connectionTracking is only honoured by Nitro instances
+    # memory (milli-bytes) seen on registered Nodes, by type; replaces the overhead estimate
+    discovered_memory: Mapping[str, int] = field(default_factory=dict)
 
 
 def _os(family: str, arch: str) -> tuple[str, ...]:
@@ -105,9 +110,19 @@ def offerings(
     return tuple(out)
 
 
-def compatible(info: InstanceTypeInfo, family: str) -> bool:
-    """NodeClass compatibility upstream applies before offering a type (a1 lacks AL2023)."""
-    return not (family == amifamily.AL2023 and info.name.startswith("a1."))
+def compatible(
+    info: InstanceTypeInfo, family: str, nics: tuple[tuple[int, int, str], ...] = ()
+) -> bool:
+    """NodeClass compatibility upstream applies before offering a type.
+
+    a1 types lack AL2023 images; requested network interfaces must fit the type's cards,
+    and its efa-only ones its EFA limit.
+    """
+    if family == amifamily.AL2023 and info.name.startswith("a1."):
+        return False
+    if any(card >= info.network_cards for card, _, _ in nics):
+        return False
+    return sum(1 for _, _, kind in nics if kind == "efa-only") <= info.max_efa
 
 
 def instance_type(
@@ -123,13 +138,18 @@ def instance_type(
     if not zones:
         return None
     offers = offerings(info, zones, inp, unavailable, now)
-    if not compatible(info, inp.capacity.ami_family):
+    nitro_ok = not inp.nitro_only or info.hypervisor == "nitro"
+    if not nitro_ok or not compatible(info, inp.capacity.ami_family, inp.network_interfaces):
         offers = tuple(Offering(o.zone, o.capacity_type, o.price, False) for o in offers)
+    cap = capacity.capacity(info, inp.capacity)
+    seen = inp.discovered_memory.get(info.name)
+    if seen is not None:
+        cap["memory"] = seen
     return InstanceType(
         info.name,
         requirements(info, zones, inp),
         offers,
-        capacity.capacity(info, inp.capacity),
+        cap,
         capacity.overhead(info, inp.capacity),
     )
 

@@ -65,6 +65,7 @@ class InstanceTypeInfo:
     max_enis: int = 0
     ipv4_per_eni: int = 0
     max_efa: int = 0
+    network_cards: int = 1
     gpus: tuple[Device, ...] = ()
     inference: tuple[Device, ...] = ()
     neuron: tuple[Device, ...] = ()
@@ -138,6 +139,7 @@ def parse(raw: Raw) -> InstanceTypeInfo:
         max_enis=_int(card, "MaximumNetworkInterfaces", _int(network, "MaximumNetworkInterfaces")),
         ipv4_per_eni=_int(network, "Ipv4AddressesPerInterface"),
         max_efa=_int(_map(network, "EfaInfo"), "MaximumEfaInterfaces"),
+        network_cards=_int(network, "MaximumNetworkCards", 1),
         gpus=_devices(_list(_map(raw, "GpuInfo"), "Gpus")),
         inference=_devices(_list(_map(raw, "InferenceAcceleratorInfo"), "Accelerators")),
         neuron=_devices(_list(_map(raw, "NeuronInfo"), "NeuronDevices")),

@@ -70,6 +70,24 @@ class MetadataOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class NetworkInterface:
+    """A ``networkInterfaces`` entry."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: str = "interface"  # or efa-only
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionTracking:
+    """``connectionTracking`` timeouts in seconds (None: EC2's default)."""
+
+    tcp_established_timeout: int | None = None
+    udp_stream_timeout: int | None = None
+    udp_timeout: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Spec:
     """The spec fields the provider uses."""
 
@@ -89,6 +107,17 @@ class Spec:
     associate_public_ip_address: bool | None = None
     detailed_monitoring: bool = False
     context: str = ""
+    network_interfaces: tuple[NetworkInterface, ...] = ()
+    ip_prefix_count: int | None = None
+    connection_tracking: ConnectionTracking | None = None
+
+    def efa_only_interfaces(self, card: int | None = None) -> int:
+        """How many efa-only interfaces (on one network card, or in all)."""
+        return sum(
+            1
+            for n in self.network_interfaces
+            if n.interface_type == "efa-only" and (card is None or n.network_card_index == card)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +235,8 @@ def static_hash(nc: EC2NodeClass, ca_bundle: str = "") -> str:
         "associatePublicIPAddress": s.associate_public_ip_address,
         "detailedMonitoring": s.detailed_monitoring,
         "context": s.context,
+        "networkInterfaces": sorted(repr(n) for n in s.network_interfaces),
+        "connectionTracking": repr(s.connection_tracking),
         "caBundle": ca_bundle,
     }
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).digest()

@@ -149,7 +149,7 @@ def al2023(opts: Options) -> str:
         },
         "kubelet": {
             "config": config,
-            "flags": [f"--node-labels={_kv(opts.labels)}"] if opts.labels else [],
+            "flags": [f'--node-labels="{_kv(opts.labels)}"'] if opts.labels else [],
         },
     }
     if opts.raid0:

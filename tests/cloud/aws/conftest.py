@@ -9,6 +9,8 @@ honestly:
   pools it cannot fill), and adds one ``errorSet`` item per dropped pool to moto's XML answer;
   when every pool is dropped it answers with the errors and no instances, as EC2 does. botocore
   parses the rewritten response like any EC2 answer.
+- Authorization. For the actions in ``deny`` the proxy answers dry runs with EC2's
+  ``UnauthorizedOperation`` error, as EC2 does when IAM denies the call.
 - AWS-owned SSM public parameters (``/aws/service/eks/...``). PutParameter refuses the
   reserved ``/aws`` prefix, so the test seeds them into moto's in-process SSM backend, the way
   moto itself preloads ``/aws/service/ami-amazon-linux-latest``.
@@ -17,6 +19,7 @@ honestly:
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime as dt
 import functools
 import http.client
@@ -51,6 +54,9 @@ class Capacity:
     empty: set[tuple[str, str]] = field(default_factory=set)
     fleet_calls: int = 0
     last_pools: list[tuple[str, str]] = field(default_factory=list)  # last CreateFleet's pools
+    deny: set[str] = field(default_factory=set)  # EC2 actions whose dry runs are unauthorized
+    codes: dict[tuple[str, str], str] = field(default_factory=dict)  # pool → error (default ICE)
+    calls: collections.Counter[str] = field(default_factory=collections.Counter)  # EC2 actions
 
 
 @functools.cache
@@ -93,9 +99,15 @@ def _rewrite_fleet(
     return other, dropped, requested
 
 
-def _error_items(dropped: list[dict[str, str]], lifecycle: str) -> str:
+def _error_items(
+    dropped: list[dict[str, str]], lifecycle: str, codes: dict[tuple[str, str], str]
+) -> str:
     items = []
     for d in dropped:
+        code = codes.get(
+            (d.get("InstanceType", ""), d.get("AvailabilityZone", "")),
+            "InsufficientInstanceCapacity",
+        )
         items.append(
             "<item><launchTemplateAndOverrides><overrides>"
             f"<instanceType>{d.get('InstanceType', '')}</instanceType>"
@@ -103,12 +115,58 @@ def _error_items(dropped: list[dict[str, str]], lifecycle: str) -> str:
             f"<availabilityZone>{d.get('AvailabilityZone', '')}</availabilityZone>"
             "</overrides></launchTemplateAndOverrides>"
             f"<lifecycle>{lifecycle}</lifecycle>"
-            "<errorCode>InsufficientInstanceCapacity</errorCode>"
+            f"<errorCode>{code}</errorCode>"
             "<errorMessage>We currently do not have sufficient capacity in the "
             "Availability Zone you requested.</errorMessage>"
             "</item>"
         )
     return "<errorSet>" + "".join(items) + "</errorSet>"
+
+
+_DENIED = (
+    '<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error>'
+    "<Code>UnauthorizedOperation</Code><Message>You are not authorized to perform this "
+    "operation.</Message></Error></Errors><RequestID>r</RequestID></Response>"
+)
+
+
+@dataclass
+class _Rewrite:
+    body: bytes
+    extra: str = ""  # errorSet XML to add to moto's answer
+    reply: tuple[int, str] | None = None  # answer without asking moto
+
+
+def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
+    """What EC2 would do differently from moto for this request."""
+    action = dict(urllib.parse.parse_qsl(body.decode())).get("Action", "")
+    capacity.calls[action] += 1
+    if action in capacity.deny and b"DryRun=true" in body:
+        return _Rewrite(body, reply=(403, _DENIED))  # EC2's answer when IAM denies the call
+    if action != "CreateFleet":
+        return _Rewrite(body)
+    capacity.fleet_calls += 1
+    params = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
+    key = "TargetCapacitySpecification.DefaultTargetCapacityType"
+    lifecycle = dict(params).get(key, "on-demand")
+    slr = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+    # a missing spot service-linked role only fails spot requests
+    empty = {p for p in capacity.empty if capacity.codes.get(p) != slr or lifecycle == "spot"}
+    params, dropped, capacity.last_pools = _rewrite_fleet(params, empty)
+    if not dropped:
+        return _Rewrite(body)
+    extra = _error_items(dropped, dict(params).get(key, "on-demand"), capacity.codes)
+    if not any(".Overrides." in k for k, _ in params):
+        return _Rewrite(
+            body,
+            reply=(
+                200,
+                '<?xml version="1.0" encoding="UTF-8"?><CreateFleetResponse '
+                'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId>'
+                f"<fleetId>fleet-ice</fleetId>{extra}<fleetInstanceSet/></CreateFleetResponse>",
+            ),
+        )
+    return _Rewrite(urllib.parse.urlencode(params).encode(), extra)
 
 
 def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPServer:
@@ -119,38 +177,22 @@ def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPSe
             pass
 
         def _forward(self, method: str) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            extra = ""
-            if body.startswith(b"Action=CreateFleet"):
-                capacity.fleet_calls += 1
-                params = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
-                params, dropped, capacity.last_pools = _rewrite_fleet(params, capacity.empty)
-                lifecycle = dict(params).get(
-                    "TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand"
-                )
-                if dropped:
-                    extra = _error_items(dropped, lifecycle)
-                    if not any(".Overrides." in k for k, _ in params):
-                        return self._reply(
-                            200,
-                            '<?xml version="1.0" encoding="UTF-8"?><CreateFleetResponse '
-                            'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId>'
-                            f"<fleetId>fleet-ice</fleetId>{extra}<fleetInstanceSet/></CreateFleetResponse>",
-                        )
-                body = urllib.parse.urlencode(params).encode()
+            rw = _rewrite(self.rfile.read(int(self.headers.get("Content-Length") or 0)), capacity)
+            if rw.reply is not None:
+                return self._reply(*rw.reply)
             conn = http.client.HTTPConnection(
                 target.hostname or "127.0.0.1", target.port, timeout=60
             )
             headers = {
                 k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")
             }
-            headers["Content-Length"] = str(len(body))
-            conn.request(method, self.path, body=body, headers=headers)
+            headers["Content-Length"] = str(len(rw.body))
+            conn.request(method, self.path, body=rw.body, headers=headers)
             resp = conn.getresponse()
             data = resp.read().decode()
             conn.close()
-            if extra:
-                data = data.replace("<fleetInstanceSet>", extra + "<fleetInstanceSet>", 1)
+            if rw.extra:
+                data = data.replace("<fleetInstanceSet>", rw.extra + "<fleetInstanceSet>", 1)
             self._reply(resp.status, data, resp.getheader("Content-Type") or "text/xml")
 
         def _reply(self, status: int, text: str, ctype: str = "text/xml") -> None:
@@ -236,6 +278,9 @@ async def clients(moto: Moto, account: Account) -> AsyncIterator[aws_clients.Cli
     moto.capacity.empty.clear()
     moto.capacity.fleet_calls = 0
     moto.capacity.last_pools = []
+    moto.capacity.deny.clear()
+    moto.capacity.codes.clear()
+    moto.capacity.calls.clear()
     async with aws_clients.open_clients(REGION, moto.proxy_url, _session()) as c:
         yield c
 

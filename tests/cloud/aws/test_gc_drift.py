@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import replace
 
 import pytest
@@ -24,9 +25,11 @@ async def test_gc_terminates_unowned_instances_after_grace(env: Env) -> None:
     leaked = await env.provider.create(claim("default-2", *TYPES))
     claims = Claims(owned)
     gc = GarbageCollector(env.provider, claims, env.clock)
-    env.clock.t = leaked.creation + 10
+    # the grace period counts from EC2's LaunchTime (moto stamps the real time)
+    launched_at = {c.provider_id: c.creation for c in await env.provider.list()}
+    env.clock.t = launched_at[leaked.provider_id] + 10
     assert await gc.reconcile() == ([], 10.0)
-    env.clock.t = leaked.creation + 31
+    env.clock.t = launched_at[leaked.provider_id] + 31
     collected, _ = await gc.reconcile()
     assert collected == [leaked.provider_id]
     assert claims.nodes_deleted == [leaked.provider_id]
@@ -67,13 +70,19 @@ async def test_no_drift_right_after_launch(env: Env, account: Account) -> None:
 
 @pytest.mark.asyncio
 async def test_ami_drift_when_alias_moves(env: Env, account: Account) -> None:
-    """A new AMI behind al2023@latest: status re-resolves and the instance is AMIDrift."""
+    """A new AMI behind al2023@latest: once the 24h SSM cache expires, the instance drifts."""
     launched = await launch(env, account)
     base = "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended"
     seed_ssm(f"{base}/image_id", account.ami_custom)
     try:
         cls = env.classes.items["default"]
-        env.classes.put(replace(cls, status=await env.resolver.status(cls, NOW)))
+        cached = await env.resolver.status(cls, NOW + dt.timedelta(hours=23))
+        assert {a.id for a in cached.amis} == {a.id for a in cls.status.amis}
+        env.classes.put(
+            replace(
+                cls, status=await env.resolver.status(cls, NOW + dt.timedelta(days=1, seconds=1))
+            )
+        )
         assert await env.provider.is_drifted(launched) == "AMIDrift"
     finally:
         seed_ssm(f"{base}/image_id", account.ami_standard)

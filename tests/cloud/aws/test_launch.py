@@ -201,3 +201,113 @@ async def test_launch_falls_to_next_types_when_a_whole_fleet_is_ice(env: Env, mo
     got = await env.provider.create(flexible)
     assert moto.capacity.fleet_calls == 2
     assert got.labels["node.kubernetes.io/instance-type"] not in first.instance_types
+
+
+@pytest.mark.asyncio
+async def test_full_subnet_is_skipped(env: Env, moto: Moto) -> None:
+    """InsufficientFreeAddressesInSubnet hides the subnet (not the type) for the next launches."""
+    pools = {("c5.large", "us-east-1a"), ("m5.large", "us-east-1a")}
+    moto.capacity.empty |= pools
+    moto.capacity.codes.update(dict.fromkeys(pools, "InsufficientFreeAddressesInSubnet"))
+    got = await env.provider.create(claim("default-1", *SAME_PODS))
+    assert got.labels["topology.kubernetes.io/zone"] == "us-east-1b"
+    assert not env.provider.unavailable.is_unavailable(
+        "on-demand", "c5.large", "us-east-1a", env.clock()
+    )
+    await env.provider.create(claim("default-2", *SAME_PODS))
+    assert {z for _, z in moto.capacity.last_pools} == {"us-east-1b"}
+
+
+@pytest.mark.asyncio
+async def test_spot_service_linked_role_missing_falls_back_to_on_demand(
+    env: Env, moto: Moto
+) -> None:
+    """The spot SLR error blacks out spot; a claim allowing on-demand then launches on-demand."""
+    pools = {(t, z) for t in SAME_PODS for z in ("us-east-1a", "us-east-1b")}
+    moto.capacity.empty |= pools
+    moto.capacity.codes.update(
+        dict.fromkeys(pools, "AuthFailure.ServiceLinkedRoleCreationNotPermitted")
+    )
+    first = await env.provider.create(claim("default-1", *SAME_PODS, capacity="any"))
+    assert first.labels["karpenter.sh/capacity-type"] == "on-demand"
+    assert env.provider.unavailable.is_unavailable("spot", "anything", "anywhere", env.clock())
+
+
+@pytest.mark.asyncio
+async def test_concurrent_gets_and_deletes_are_batched(env: Env, moto: Moto) -> None:
+    """Concurrent gets become one DescribeInstances, concurrent deletes one TerminateInstances."""
+    claims = await asyncio.gather(
+        *(env.provider.create(claim(f"d-{i}", *SAME_PODS)) for i in range(3))
+    )
+    moto.capacity.calls.clear()
+    await asyncio.gather(*(env.provider.get(c.provider_id) for c in claims))
+    assert moto.capacity.calls["DescribeInstances"] == 1
+    moto.capacity.calls.clear()
+    await asyncio.gather(*(env.provider.delete(c) for c in claims))
+    assert moto.capacity.calls["TerminateInstances"] == 1
+    assert await env.provider.list() == []
+
+
+@pytest.mark.asyncio
+async def test_kubelet_max_pods_from_nodeclass(env: Env) -> None:
+    """spec.kubelet.maxPods sets the pods capacity and the max pods in the user data."""
+    cls = env.classes.items["default"]
+    kubelet = replace(cls.spec.kubelet, max_pods=110)
+    env.classes.put(replace(cls, spec=replace(cls.spec, kubelet=kubelet)))
+    got = await env.provider.create(claim("default-1", *SAME_PODS))
+    assert got.capacity["pods"] == 110_000
+    (name,) = env.provider.launch_templates.cached
+    versions = await env.clients.ec2.describe_launch_template_versions(LaunchTemplateName=name)
+    text = base64.b64decode(
+        versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]["UserData"]
+    ).decode()
+    assert '"maxPods": 110' in text
+
+
+@pytest.mark.asyncio
+async def test_observed_node_memory_feeds_the_catalogue(env: Env) -> None:
+    """A Node running a selected AMI teaches the real memory; others are ignored."""
+    cls = env.classes.items["default"]
+    got = await env.provider.create(claim("default-1", *SAME_PODS))
+    name = got.labels["node.kubernetes.io/instance-type"]
+    real = 3_700 * 2**20 * 1000
+    env.provider.observe_node(cls, name, "ami-unknown", real - 1)
+    env.provider.observe_node(cls, name, got.image_id, real)
+    types = {it.name: it for it in env.provider.catalog(cls)}
+    assert types[name].capacity["memory"] == real
+
+
+@pytest.mark.asyncio
+async def test_network_interfaces_and_prefixes_in_the_template(env: Env) -> None:
+    """spec.networkInterfaces become the template's NICs; only EFA-capable types launch."""
+    cls = env.classes.items["default"]
+    nics = (nc.NetworkInterface(0, 0, "interface"), nc.NetworkInterface(1, 0, "efa-only"))
+    env.classes.put(
+        replace(cls, spec=replace(cls.spec, network_interfaces=nics, ip_prefix_count=2))
+    )
+    got = await env.provider.create(claim("default-1"))
+    assert got.capacity["vpc.amazonaws.com/efa"] == 1000
+    for name in env.provider.launch_templates.cached:  # one per max-pods group
+        versions = await env.clients.ec2.describe_launch_template_versions(LaunchTemplateName=name)
+        data = versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+        got_nics = [
+            (n["NetworkCardIndex"], n["DeviceIndex"], n["InterfaceType"], n.get("Ipv4PrefixCount"))
+            for n in data["NetworkInterfaces"]
+        ]
+        assert got_nics == [(0, 0, "interface", 2), (1, 0, "efa-only", None)]
+
+
+@pytest.mark.asyncio
+async def test_connection_tracking_needs_nitro(env: Env) -> None:
+    """connectionTracking goes on the primary NIC, and only Nitro types may launch."""
+    cls = env.classes.items["default"]
+    ct = nc.ConnectionTracking(tcp_established_timeout=3600)
+    env.classes.put(replace(cls, spec=replace(cls.spec, connection_tracking=ct)))
+    with pytest.raises(InsufficientCapacityError):
+        await env.provider.create(claim("default-1", "m4.large"))  # Xen
+    got = await env.provider.create(claim("default-2", *SAME_PODS))
+    assert got.labels["karpenter.k8s.aws/instance-hypervisor"] == "nitro"
+    for name in env.provider.launch_templates.cached:
+        versions = await env.clients.ec2.describe_launch_template_versions(LaunchTemplateName=name)
+        nic = versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]["NetworkInterfaces"][0]
+        assert nic["ConnectionTrackingSpecification"] == {"TcpEstablishedTimeout": 3600}

@@ -10,7 +10,7 @@ from karpenter.cloud.aws import resolve
 from karpenter.cloud.aws.clients import Clients
 from karpenter.core.aws import nodeclass as nc
 from tests.cloud.aws.builders import node_class
-from tests.cloud.aws.conftest import Account
+from tests.cloud.aws.conftest import Account, Moto
 
 NOW = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
 
@@ -134,3 +134,62 @@ async def test_role_change_moves_profile_to_new_role(
     name = await r.instance_profile(node_class(role="arn:aws:iam::123456789012:role/path/Other"))
     profile = await clients.iam.get_instance_profile(InstanceProfileName=name)
     assert [x["RoleName"] for x in profile["InstanceProfile"]["Roles"]] == ["Other"]
+
+
+@pytest.mark.parametrize(
+    ("action", "reason"),
+    [
+        pytest.param("RunInstances", "RunInstancesAuthCheckFailed", id="run-instances"),
+        pytest.param(
+            "CreateLaunchTemplate", "CreateLaunchTemplateAuthCheckFailed", id="launch-template"
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_dry_run_denied_fails_validation(
+    clients: Clients, account: Account, cluster: str, moto: Moto, action: str, reason: str
+) -> None:
+    """A dry run answered UnauthorizedOperation fails ValidationSucceeded with upstream's reason."""
+    moto.capacity.deny.add(action)
+    status = await resolver(clients, cluster).status(node_class(), NOW)
+    cond = status.condition("ValidationSucceeded")
+    assert cond is not None and (cond.status, cond.reason) == ("False", reason)
+    assert cond.message.startswith(f"Controller isn't authorized to call ec2:{action}: ")
+    assert status.ready() == "False"
+    skipped = resolve.Resolver(clients, cluster, "1.31", dry_run=False)
+    assert (await skipped.status(node_class(), NOW)).ready() == "True"
+
+
+@pytest.mark.parametrize(
+    ("alias", "version", "fragment"),
+    [
+        pytest.param(
+            "al2@latest", "1.33", "AL2 aliases are no longer supported on EKS 1.33+", id="al2-1.33"
+        ),
+        pytest.param(
+            "windows2025@latest", "1.34", "requires EKS version 1.35 or higher", id="win2025-1.34"
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_unsupported_alias(
+    clients: Clients, account: Account, cluster: str, alias: str, version: str, fragment: str
+) -> None:
+    """Aliases a Kubernetes version cannot use: AMIsReady=False UnsupportedAlias."""
+    cls = node_class(ami_selector_terms=(nc.SelectorTerm(alias=alias),))
+    status = await resolve.Resolver(clients, cluster, version).status(cls, NOW)
+    cond = status.condition("AMIsReady")
+    assert cond is not None and (cond.status, cond.reason) == ("False", "UnsupportedAlias")
+    assert fragment in cond.message
+
+
+def test_ssm_cache_expiry_and_deprecation_eviction() -> None:
+    """Values live until their expiry; a deprecated AMI evicts every parameter pointing at it."""
+    cache = resolve.SSMCache()
+    cache.put("/aws/service/a", "ami-1", until=100.0)
+    cache.put("/aws/service/b", "ami-2", until=100.0)
+    assert cache.get("/aws/service/a", 99.0) == "ami-1"
+    assert cache.get("/aws/service/a", 100.0) is None
+    cache.evict_values({"ami-2"})
+    assert cache.get("/aws/service/b", 0.0) is None
+    assert cache.get("/aws/service/a", 0.0) == "ami-1"

@@ -114,5 +114,8 @@ async def test_isolated_vpc_refreshes_spot_only(env: Env) -> None:
     table = env.provider.prices
     assert table.on_demand_price("m5.large") == 0.096
     assert table.spot_price("m5.large", "us-east-1a") == 0.00001
+    before = env.provider.catalog(env.classes.items["default"])
     assert await refresher.instance_types() == PERIOD_SECONDS
     assert "m5.large" in env.provider.region.zones
+    # the catalogue is rebuilt from the refreshed data (same content here, a new value)
+    assert env.provider.catalog(env.classes.items["default"]) is not before

@@ -115,3 +115,19 @@ def test_raid0_and_volume_ephemeral_storage(ec2: dict[str, InstanceTypeInfo]) ->
     assert capacity.ephemeral_storage_bytes(info, CapacityOptions()) == 20 * 2**30
     sized = CapacityOptions(ephemeral_volume_bytes=100 * 2**30)
     assert capacity.ephemeral_storage_bytes(info, sized) == 100 * 2**30
+
+
+def test_efa_only_interfaces(ec2: dict[str, InstanceTypeInfo]) -> None:
+    """efa-only interfaces on card 0 take ENIs from pods; EFA capacity counts the spec's."""
+    info = ec2["p4d.24xlarge"]
+    opts = CapacityOptions(efa_only_card0=1, efa_only=2)
+    assert capacity.pods(info, opts) == 14 * 49 + 2
+    assert capacity.capacity(info, opts)["vpc.amazonaws.com/efa"] == 2 * MILLI
+
+
+def test_windows_private_ipv4_resource(ec2: dict[str, InstanceTypeInfo]) -> None:
+    """Windows nodes advertise the primary ENI's secondary IPs (IPv4 per ENI − 1)."""
+    win = capacity.capacity(ec2["m5.large"], CapacityOptions(ami_family=amifamily.WINDOWS2022))
+    assert win["vpc.amazonaws.com/PrivateIPv4Address"] == 9 * MILLI
+    assert win["pods"] == 110 * MILLI
+    assert "vpc.amazonaws.com/PrivateIPv4Address" not in capacity.capacity(ec2["m5.large"], AL2)

@@ -8,6 +8,7 @@ import pytest
 
 from karpenter.core.aws import amifamily, catalog, pricing
 from karpenter.core.aws import labels as awslbl
+from karpenter.core.aws.discovered import DiscoveredCapacity, amis_key
 from karpenter.core.aws.ec2types import InstanceTypeInfo
 from karpenter.core.aws.unavailable import UnavailableOfferings
 
@@ -151,3 +152,28 @@ def test_alias_parameters() -> None:
         amifamily.parse_alias("windows2022@v1")
     with pytest.raises(amifamily.AliasError):
         amifamily.parse_alias("ubuntu@latest")
+
+
+def test_discovered_memory_replaces_estimate(ec2: dict[str, InstanceTypeInfo]) -> None:
+    """Observed Node memory (smallest seen, 60 days) replaces the VM-overhead estimate."""
+    seen = DiscoveredCapacity()
+    key = amis_key(["ami-2", "ami-1"])
+    assert key == amis_key(["ami-1", "ami-2"])
+    seen.observe("m5.large", key, 7_800 * 2**20 * 1000, now=0.0)
+    seen.observe("m5.large", key, 7_700 * 2**20 * 1000, now=10.0)
+    assert seen.memory("m5.large", key, now=20.0) == 7_700 * 2**20 * 1000
+    assert seen.memory("m5.large", key, now=10.0 + 60 * 86400) is None
+    inp = _input(**{"m5.large": 0.096})
+    inp = catalog.CatalogInput(
+        inp.region, inp.zones, inp.prices, inp.zone_ids, discovered_memory=seen.for_amis(key, 20.0)
+    )
+    it = catalog.instance_type(ec2["m5.large"], inp)
+    assert it is not None and it.capacity["memory"] == 7_700 * 2**20 * 1000
+
+
+def test_network_interfaces_must_fit(ec2: dict[str, InstanceTypeInfo]) -> None:
+    """A second network card or an efa-only interface rules out types that lack them."""
+    efa = ((0, 0, "interface"), (1, 0, "efa-only"))
+    assert not catalog.compatible(ec2["m5.large"], "AL2023", efa)
+    assert catalog.compatible(ec2["p4d.24xlarge"], "AL2023", efa)
+    assert catalog.compatible(ec2["m5.large"], "AL2023", ((0, 0, "interface"),))

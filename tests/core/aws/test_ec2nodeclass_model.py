@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from karpenter.api.ec2nodeclass import EC2NodeClassDoc, status_doc
+from karpenter.api.ec2nodeclass import EC2NodeClassDoc, from_manifest
+from karpenter.api.ec2nodeclass_status import status_doc, status_from_doc
 from karpenter.core.aws import nodeclass as nc
 
 BASE: dict[str, Any] = {
@@ -125,3 +126,18 @@ def test_status_doc() -> None:
         {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
     ]
     assert [c["type"] for c in out["conditions"]] == ["SubnetsReady", "Ready"]
+
+
+def test_status_round_trip_and_from_manifest() -> None:
+    """status_doc and status_from_doc are inverses; from_manifest reads spec and status."""
+    status = nc.Status(
+        subnets=(nc.Subnet("subnet-1", "us-east-1a", "use1-az1"),),
+        security_groups=(nc.SecurityGroup("sg-1", "nodes"),),
+        amis=(nc.AMI("ami-1", "n", False, (("kubernetes.io/arch", "In", ("amd64",)),)),),
+        instance_profile="demo_1",
+        conditions=nc.with_ready((nc.Condition("SubnetsReady", "True", "SubnetsReady"),)),
+    )
+    raw = status_doc(status, "2026-01-01T00:00:00Z")
+    assert status_from_doc(raw) == status
+    got = from_manifest({**doc(), "status": raw})
+    assert got.status == status and got.status.ready() == "True"

@@ -124,7 +124,7 @@ def test_al2023_nodeadm_user_data() -> None:
     assert config["registerWithTaints"] == [
         {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
     ]
-    assert doc["spec"]["kubelet"]["flags"] == ["--node-labels=team=a"]
+    assert doc["spec"]["kubelet"]["flags"] == ['--node-labels="team=a"']
 
 
 def test_bottlerocket_toml_merges_user_settings() -> None:

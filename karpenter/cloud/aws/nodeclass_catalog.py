@@ -1,0 +1,66 @@
+"""The catalogue of one EC2NodeClass: which knobs of the class change capacity and offerings.
+
+The provider memoizes the result; this module only maps settings + NodeClass + region data onto
+``core/aws/catalog.py``'s input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from karpenter.cloud.aws.ec2data import RegionTypes
+from karpenter.core.aws import amifamily, catalog
+from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws.capacity import CapacityOptions
+from karpenter.core.aws.pricing import PriceTable
+from karpenter.settings import AWSSettings
+
+
+def capacity_options(settings: AWSSettings, node_class: nc.EC2NodeClass) -> CapacityOptions:
+    """Capacity knobs from settings and the NodeClass (family, kubelet, volumes, NICs)."""
+    family = node_class.resolved_family()
+    device = amifamily.features(family).ephemeral_device
+    size = next(
+        (
+            b.volume_size_bytes
+            for b in node_class.spec.block_device_mappings
+            if b.root_volume or b.device_name == device
+        ),
+        None,
+    )
+    return CapacityOptions(
+        vm_memory_overhead_percent=settings.VM_MEMORY_OVERHEAD_PERCENT,
+        reserved_enis=settings.RESERVED_ENIS,
+        ami_family=family,
+        kubelet=node_class.spec.kubelet,
+        ephemeral_volume_bytes=size,
+        instance_store_raid0=node_class.spec.instance_store_policy == "RAID0",
+        efa_only_card0=node_class.spec.efa_only_interfaces(0),
+        efa_only=node_class.spec.efa_only_interfaces()
+        if node_class.spec.network_interfaces
+        else None,
+    )
+
+
+def catalog_input(
+    settings: AWSSettings,
+    node_class: nc.EC2NodeClass,
+    region: RegionTypes,
+    prices: PriceTable,
+    discovered_memory: Mapping[str, int],
+) -> catalog.CatalogInput:
+    """``catalog.build``'s input for the class (zones limited to its subnets')."""
+    return catalog.CatalogInput(
+        region=settings.AWS_REGION,
+        zones=region.zones,
+        prices=prices,
+        zone_ids=region.zone_ids,
+        capacity=capacity_options(settings, node_class),
+        allowed_zones=frozenset(s.zone for s in node_class.status.subnets),
+        discovered_memory=discovered_memory,
+        network_interfaces=tuple(
+            (n.network_card_index, n.device_index, n.interface_type)
+            for n in node_class.spec.network_interfaces
+        ),
+        nitro_only=node_class.spec.connection_tracking is not None,
+    )
