@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 import structlog
 
 from karpenter.api import decode
+from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, DaemonSet
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import Node, NodeClaim
@@ -141,6 +142,16 @@ def is_provisionable(pod: Pod) -> bool:
     )
 
 
+def opts_out(pod: Pod) -> bool:
+    """The pod requires ``karpenter.sh/nodepool DoesNotExist`` in every required node-affinity
+    term: it is configured never to run on a Karpenter node, so it is dropped silently."""
+    terms = pod.required_node_terms
+    return bool(terms) and all(
+        any(key == lbl.NODEPOOL and op == "DoesNotExist" for key, op, _, _ in term)
+        for term in terms
+    )
+
+
 class ClusterState:
     """Pods, Nodes, NodeClaims, NodePools and DaemonSets as last seen by the informers."""
 
@@ -186,7 +197,7 @@ class ClusterState:
 
     def provisionable_pods(self) -> list[Pod]:
         """Pods Karpenter should find capacity for."""
-        return [p for p in self.pods.values() if is_provisionable(p)]
+        return [p for p in self.pods.values() if is_provisionable(p) and not opts_out(p)]
 
     def synced(self) -> bool:
         """Every known NodeClaim has launched (has a providerID) or is going away.

@@ -172,3 +172,14 @@ def test_nodes_are_found_by_provider_id_through_changes() -> None:
     assert state.node_by_provider_id("sim://b") == []
     state.nodes.replace([])
     assert state.node_by_provider_id("sim://c") == []
+
+
+def test_pods_opting_out_of_karpenter_are_not_provisionable() -> None:
+    """``karpenter.sh/nodepool DoesNotExist`` in every required term drops the pod silently."""
+    state = ClusterState()
+    term = {"matchExpressions": [{"key": "karpenter.sh/nodepool", "operator": "DoesNotExist"}]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [term]}}}  # fmt: skip
+    state.pods.apply("ADDED", _pod("out", 1, affinity=affinity))
+    state.pods.apply("ADDED", _pod("in", 1))
+    assert [p.name for p in state.provisionable_pods()] == ["in"]
