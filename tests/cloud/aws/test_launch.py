@@ -18,7 +18,7 @@ from karpenter.cloud.provider import (
 from karpenter.core.aws import launch, userdata
 from karpenter.core.aws import nodeclass as nc
 from tests.cloud.aws.conftest import Account, Moto
-from tests.cloud.aws.fixtures import Env, claim, env, prices
+from tests.cloud.aws.fixtures import NOW, Env, claim, env, prices
 
 __all__ = ("env", "prices")
 
@@ -311,3 +311,25 @@ async def test_connection_tracking_needs_nitro(env: Env) -> None:
         versions = await env.clients.ec2.describe_launch_template_versions(LaunchTemplateName=name)
         nic = versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]["NetworkInterfaces"][0]
         assert nic["ConnectionTrackingSpecification"] == {"TcpEstablishedTimeout": 3600}
+
+
+@pytest.mark.asyncio
+async def test_consecutive_launches_spread_over_subnets_by_inflight_ips(
+    env: Env, cluster: str
+) -> None:
+    """Two equal subnets in a zone: the second launch goes to the subnet the first did not use."""
+    ec2 = env.clients.ec2
+    vpc = (await ec2.create_vpc(CidrBlock="10.77.0.0/16"))["Vpc"]["VpcId"]
+    ids = []
+    for cidr in ("10.77.1.0/26", "10.77.2.0/26"):
+        sub = await ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZone="us-east-1c")
+        ids.append(sub["Subnet"]["SubnetId"])
+    await ec2.create_tags(Resources=ids, Tags=[{"Key": "ips-test", "Value": cluster}])
+    cls = env.classes.items["default"]
+    term = nc.SelectorTerm(tags={"ips-test": cluster})
+    cls = replace(cls, spec=replace(cls.spec, subnet_selector_terms=(term,)))
+    env.classes.put(replace(cls, status=await env.resolver.status(cls, NOW)))
+    first = await env.provider.create(claim("default-1", *SAME_PODS))
+    second = await env.provider.create(claim("default-2", *SAME_PODS))
+    subnets = {(await describe(env, c.provider_id))["SubnetId"] for c in (first, second)}
+    assert subnets == set(ids)
