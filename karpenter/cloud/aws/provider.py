@@ -78,6 +78,7 @@ class AWSCloudProvider:
         self.cluster_dns = cluster_dns
         self.cluster_cidr = cluster_cidr
         self.max_launch_attempts = max_launch_attempts
+        self.min_values_best_effort = False  # MIN_VALUES_POLICY=BestEffort (core settings)
         self.eks_version = ""  # set when EKS_CONTROL_PLANE says to trust EKS for the version
         self.unavailable = UnavailableOfferings()
         self.exhausted_subnets: dict[str, float] = {}  # subnet id → until
@@ -188,7 +189,9 @@ class AWSCloudProvider:
                 s for s in node_class.status.subnets if self.exhausted_subnets.get(s.id, 0) <= now
             )
             try:
-                plan = launch.plan(claim, types, subnets, node_class.status.amis)
+                plan = launch.plan(
+                    claim, types, subnets, node_class.status.amis, self.min_values_best_effort
+                )
             except launch.NoCapacityError as err:
                 raise InsufficientCapacityError(str(err), tuple(tried)) from None
             result = await self._fleet_retrying(claim, node_class, plan, types, now)

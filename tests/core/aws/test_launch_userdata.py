@@ -231,3 +231,14 @@ def test_inflight_ips_steer_the_next_launch() -> None:
     assert launch.best_subnets(tracker.adjust([a, b]))["us-east-1a"].id == "subnet-b"
     refreshed = Subnet("subnet-a", "us-east-1a", available_ips=58)  # EC2 caught up
     assert {s.available_ips for s in tracker.adjust([refreshed])} == {58}
+
+
+def test_min_values_must_survive_truncation(types: tuple[InstanceType, ...]) -> None:
+    """A claim asking for more families than can launch fails unless BestEffort."""
+    picky = claim(("karpenter.k8s.aws/instance-family", "Exists", (), 10))
+    with pytest.raises(launch.NoCapacityError, match="minValues"):
+        launch.plan(picky, types, SUBNETS, amis.select([STD], "2026"))
+    relaxed = launch.plan(
+        picky, types, SUBNETS, amis.select([STD], "2026"), min_values_best_effort=True
+    )
+    assert relaxed.instance_types
