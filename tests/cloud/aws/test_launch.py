@@ -15,6 +15,7 @@ from karpenter.cloud.provider import (
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
 )
+from karpenter.controllers import aws_tagging
 from karpenter.core.aws import launch, userdata
 from karpenter.core.aws import nodeclass as nc
 from tests.cloud.aws.conftest import Account, Moto
@@ -333,3 +334,26 @@ async def test_consecutive_launches_spread_over_subnets_by_inflight_ips(
     second = await env.provider.create(claim("default-2", *SAME_PODS))
     subnets = {(await describe(env, c.provider_id))["SubnetId"] for c in (first, second)}
     assert subnets == set(ids)
+
+
+class Annotations:
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, str]] = {}
+
+    async def annotate(self, name: str, annotations: dict[str, str]) -> None:
+        self.items.setdefault(name, {}).update(annotations)
+
+
+@pytest.mark.asyncio
+async def test_tagging_controller_tags_registered_claims_once(env: Env) -> None:
+    """A registered claim's instance is tagged and the claim annotated; then nothing more."""
+    got = await env.provider.create(claim("default-1", *SAME_PODS))
+    notes = Annotations()
+    assert not await aws_tagging.reconcile(got, env.provider, notes)  # not registered yet
+    registered = replace(got, registered=True, node_name="ip-10-0-0-9.ec2.internal")
+    assert await aws_tagging.reconcile(registered, env.provider, notes)
+    assert notes.items["default-1"]["karpenter.k8s.aws/tagged"] == "true"
+    tags = {t["Key"]: t["Value"] for t in (await describe(env, got.provider_id))["Tags"]}  # type: ignore[attr-defined]
+    assert tags["Name"] == "ip-10-0-0-9.ec2.internal"
+    done = replace(registered, annotations={**registered.annotations, **notes.items["default-1"]})
+    assert not await aws_tagging.reconcile(done, env.provider, notes)
