@@ -181,6 +181,7 @@ class AWSCloudProvider:
     async def create(self, claim: NodeClaim) -> NodeClaim:
         """Launch one instance for the claim (see the module docstring for ICE fallback)."""
         node_class = await self._node_class(claim)
+        self._forget_expired(self.now())
         tried: list[OfferingRef] = []
         for _ in range(self.max_launch_attempts):
             now = self.now()
@@ -229,6 +230,12 @@ class AWSCloudProvider:
             for name in self.launch_templates.cached:
                 self.launch_templates.invalidate(name)
             return await self._fleet(claim, node_class, plan, types, now)
+
+    def _forget_expired(self, now: float) -> None:
+        # upstream sweeps its ICE cache every 10s; sweeping on each launch bounds it as well
+        self.unavailable.cleanup(now)
+        for subnet in [k for k, until in self.exhausted_subnets.items() if until <= now]:
+            del self.exhausted_subnets[subnet]
 
     def _record(
         self, errs: Sequence[fleet.FleetError], capacity_type: str, now: float
