@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -27,9 +28,10 @@ ON_DEMAND = ("m5.large", "c5.large", "m5.xlarge")
 SAME_PODS = ("m5.large", "c5.large")  # 29 pods each: one launch template (LTs group by max pods)
 
 
-async def describe(e: Env, provider_id: str) -> dict[str, object]:
+async def describe(e: Env, provider_id: str) -> dict[str, Any]:
     out = await e.clients.ec2.describe_instances(InstanceIds=[provider_id.rsplit("/", 1)[1]])
-    return out["Reservations"][0]["Instances"][0]  # type: ignore[no-any-return]
+    instance: dict[str, Any] = out["Reservations"][0]["Instances"][0]
+    return instance
 
 
 @pytest.mark.asyncio
@@ -44,7 +46,7 @@ async def test_on_demand_launch(env: Env, cluster: str, account: Account) -> Non
     assert got.capacity["pods"] == 29_000 and got.allocatable["cpu"] == 1930
     assert got.annotations["karpenter.k8s.aws/ec2nodeclass-hash-version"] == "v6"
     raw = await describe(env, got.provider_id)
-    tags = {t["Key"]: t["Value"] for t in raw["Tags"]}  # type: ignore[attr-defined]
+    tags = {t["Key"]: t["Value"] for t in raw["Tags"]}
     assert tags[f"kubernetes.io/cluster/{cluster}"] == "owned"
     assert tags["karpenter.sh/nodepool"] == "default"
     assert tags["karpenter.k8s.aws/ec2nodeclass"] == "default"
@@ -184,7 +186,7 @@ async def test_tag_after_registration(env: Env, cluster: str) -> None:
     """Registration tagging adds Name, karpenter.sh/nodeclaim and the EKS cluster name."""
     got = await env.provider.create(claim("default-1", *SAME_PODS))
     await env.provider.tag_registered(got, "ip-10-0-0-1.ec2.internal")
-    tags = {t["Key"]: t["Value"] for t in (await describe(env, got.provider_id))["Tags"]}  # type: ignore[attr-defined]
+    tags = {t["Key"]: t["Value"] for t in (await describe(env, got.provider_id))["Tags"]}
     assert tags["Name"] == "ip-10-0-0-1.ec2.internal"
     assert tags["karpenter.sh/nodeclaim"] == "default-1"
     seen = await env.provider.get(got.provider_id)
@@ -353,7 +355,7 @@ async def test_tagging_controller_tags_registered_claims_once(env: Env) -> None:
     registered = replace(got, registered=True, node_name="ip-10-0-0-9.ec2.internal")
     assert await aws_tagging.reconcile(registered, env.provider, notes)
     assert notes.items["default-1"]["karpenter.k8s.aws/tagged"] == "true"
-    tags = {t["Key"]: t["Value"] for t in (await describe(env, got.provider_id))["Tags"]}  # type: ignore[attr-defined]
+    tags = {t["Key"]: t["Value"] for t in (await describe(env, got.provider_id))["Tags"]}
     assert tags["Name"] == "ip-10-0-0-9.ec2.internal"
     done = replace(registered, annotations={**registered.annotations, **notes.items["default-1"]})
     assert not await aws_tagging.reconcile(done, env.provider, notes)
