@@ -31,6 +31,7 @@ async def open_provider(
     session: aioboto3.Session | None = None,
     cluster_dns: str = "",
     cluster_cidr: str = "",
+    min_values_best_effort: bool = False,
 ) -> AsyncIterator[AWSCloudProvider]:
     """A ready AWSCloudProvider for ``settings.AWS_REGION``."""
     region = settings.AWS_REGION
@@ -44,6 +45,7 @@ async def open_provider(
         )
         # EKS_CONTROL_PLANE: the Kubernetes version comes from EKS, not the apiserver
         provider.eks_version = version if settings.EKS_CONTROL_PLANE else ""
+        provider.min_values_best_effort = min_values_best_effort  # MIN_VALUES_POLICY
         await provider.launch_templates.hydrate(now())
         yield provider
 

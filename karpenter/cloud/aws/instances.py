@@ -14,6 +14,7 @@ from datetime import datetime
 from karpenter.cloud.aws import errors
 from karpenter.cloud.aws.batching import Batcher
 from karpenter.cloud.aws.clients import Client
+from karpenter.cloud.aws.fleet import Launched
 from karpenter.cloud.provider import NodeClaimNotFoundError
 from karpenter.core.aws import tags as awstags
 
@@ -69,6 +70,22 @@ def from_describe(raw: Mapping[str, object]) -> Instance:
             for t in (tag_list if isinstance(tag_list, list) else [])
             if isinstance(t, Mapping)
         },
+    )
+
+
+def from_fleet(launched: Launched, security_groups: frozenset[str], now: float) -> Instance:
+    """The launched instance from the CreateFleet answer (DescribeInstances right after a launch
+    may not see it yet: EC2 is eventually consistent)."""
+    return Instance(
+        launched.instance_id,
+        launched.instance_type,
+        launched.zone,
+        "spot" if launched.lifecycle == "spot" else "on-demand",
+        launched.image_id,
+        launched.subnet_id,
+        security_groups,
+        "pending",
+        now,
     )
 
 

@@ -36,6 +36,7 @@ from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.discovered import DiscoveredCapacity
 from karpenter.core.aws.pricing import PriceTable
+from karpenter.core.aws.subnets import InflightIPs
 from karpenter.core.aws.unavailable import UnavailableOfferings
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.instancetype import InstanceType
@@ -77,10 +78,12 @@ class AWSCloudProvider:
         self.cluster_dns = cluster_dns
         self.cluster_cidr = cluster_cidr
         self.max_launch_attempts = max_launch_attempts
+        self.min_values_best_effort = False  # MIN_VALUES_POLICY=BestEffort (core settings)
         self.eks_version = ""  # set when EKS_CONTROL_PLANE says to trust EKS for the version
         self.unavailable = UnavailableOfferings()
         self.exhausted_subnets: dict[str, float] = {}  # subnet id → until
         self.discovered = DiscoveredCapacity()
+        self.inflight_ips = InflightIPs()
         self.instances = instances.Instances(clients.ec2, settings.CLUSTER_NAME)
         self.fleets = fleet.Fleets(clients.ec2)
         self.launch_templates = launchtemplates.LaunchTemplates(clients.ec2, settings.CLUSTER_NAME)
@@ -178,34 +181,30 @@ class AWSCloudProvider:
     async def create(self, claim: NodeClaim) -> NodeClaim:
         """Launch one instance for the claim (see the module docstring for ICE fallback)."""
         node_class = await self._node_class(claim)
+        self._forget_expired(self.now())
         tried: list[OfferingRef] = []
         for _ in range(self.max_launch_attempts):
             now = self.now()
             types = self.catalog(node_class)
-            subnets = [
+            subnets = self.inflight_ips.adjust(
                 s for s in node_class.status.subnets if self.exhausted_subnets.get(s.id, 0) <= now
-            ]
+            )
             try:
-                plan = launch.plan(claim, types, subnets, node_class.status.amis)
+                plan = launch.plan(
+                    claim, types, subnets, node_class.status.amis, self.min_values_best_effort
+                )
             except launch.NoCapacityError as err:
                 raise InsufficientCapacityError(str(err), tuple(tried)) from None
             result = await self._fleet_retrying(claim, node_class, plan, types, now)
             tried.extend(self._record(result.errors, plan.capacity_type, now))
             if result.instance is not None:
-                # built from the CreateFleet answer: a DescribeInstances right after launch may
-                # not see the instance yet (EC2 is eventually consistent)
-                launched = result.instance
-                instance = instances.Instance(
-                    launched.instance_id,
-                    launched.instance_type,
-                    launched.zone,
-                    "spot" if launched.lifecycle == "spot" else "on-demand",
-                    launched.image_id,
-                    launched.subnet_id,
-                    frozenset(g.id for g in node_class.status.security_groups),
-                    "pending",
-                    now,
+                groups = frozenset(g.id for g in node_class.status.security_groups)
+                instance = instances.from_fleet(result.instance, groups, now)
+                pods = next(
+                    (t.capacity.get("pods", 0) for t in types if t.name == instance.instance_type),
+                    0,
                 )
+                self.inflight_ips.consume(instance.subnet_id, pods // 1000 + 1)
                 return self._launched(claim, node_class, instance, types)
             if any(e.code not in errors.CAPACITY for e in result.errors):
                 text = "; ".join(sorted({f"{e.code}: {e.message}" for e in result.errors}))
@@ -231,6 +230,12 @@ class AWSCloudProvider:
             for name in self.launch_templates.cached:
                 self.launch_templates.invalidate(name)
             return await self._fleet(claim, node_class, plan, types, now)
+
+    def _forget_expired(self, now: float) -> None:
+        # upstream sweeps its ICE cache every 10s; sweeping on each launch bounds it as well
+        self.unavailable.cleanup(now)
+        for subnet in [k for k, until in self.exhausted_subnets.items() if until <= now]:
+            del self.exhausted_subnets[subnet]
 
     def _record(
         self, errs: Sequence[fleet.FleetError], capacity_type: str, now: float

@@ -19,6 +19,7 @@ from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.instancetype import InstanceType, Offering
 from karpenter.core.model.node import NodeClaim
+from karpenter.core.provisioning import results
 from karpenter.core.scheduling.requirements import Requirements, from_selector_terms
 
 MAX_INSTANCE_TYPES = 60
@@ -122,8 +123,13 @@ def plan(
     types: Iterable[InstanceType],
     subnets: Sequence[Subnet],
     images: Sequence[AMI],
+    min_values_best_effort: bool = False,
 ) -> Plan:
-    """The CreateFleet plan for a claim (raises NoCapacityError)."""
+    """The CreateFleet plan for a claim (raises NoCapacityError).
+
+    Truncation to the 60 cheapest types must keep the claim's ``minValues``; when it cannot,
+    the launch fails unless ``MIN_VALUES_POLICY=BestEffort``.
+    """
     reqs = from_selector_terms(claim.requirements)
     candidates = compatible_types(claim, types)
     types_on_demand = list(candidates)
@@ -139,6 +145,9 @@ def plan(
         candidates = ordinary
     candidates.sort(key=lambda it: (_cheapest(it, reqs, capacity_type), it.name))
     candidates = candidates[:MAX_INSTANCE_TYPES]
+    unmet = results.min_values_met(reqs, candidates)
+    if unmet and not min_values_best_effort:
+        raise NoCapacityError(f"minValues requirement is not met: {'; '.join(unmet)}")
     zonal = best_subnets(subnets)
     overrides = []
     for it in candidates:

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from karpenter.core.aws import amifamily
 from karpenter.core.aws.capacity import Kubelet
 
 COND_READY = "Ready"
@@ -192,14 +193,12 @@ class EC2NodeClass:
 
     def resolved_family(self) -> str:
         """The AMI family: spec.amiFamily, else the alias's family, else AL2023."""
-        from karpenter.core.aws.amifamily import AL2023, parse_alias  # noqa: PLC0415 - cycle
-
         if self.spec.ami_family:
             return self.spec.ami_family
         for term in self.spec.ami_selector_terms:
             if term.alias:
-                return parse_alias(term.alias).family
-        return AL2023
+                return amifamily.parse_alias(term.alias).family
+        return amifamily.AL2023
 
 
 def with_ready(conditions: tuple[Condition, ...]) -> tuple[Condition, ...]:

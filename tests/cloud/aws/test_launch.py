@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -15,10 +16,11 @@ from karpenter.cloud.provider import (
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
 )
+from karpenter.controllers import aws_tagging
 from karpenter.core.aws import launch, userdata
 from karpenter.core.aws import nodeclass as nc
 from tests.cloud.aws.conftest import Account, Moto
-from tests.cloud.aws.fixtures import Env, claim, env, prices
+from tests.cloud.aws.fixtures import NOW, Env, claim, env, prices
 
 __all__ = ("env", "prices")
 
@@ -26,9 +28,10 @@ ON_DEMAND = ("m5.large", "c5.large", "m5.xlarge")
 SAME_PODS = ("m5.large", "c5.large")  # 29 pods each: one launch template (LTs group by max pods)
 
 
-async def describe(e: Env, provider_id: str) -> dict[str, object]:
+async def describe(e: Env, provider_id: str) -> dict[str, Any]:
     out = await e.clients.ec2.describe_instances(InstanceIds=[provider_id.rsplit("/", 1)[1]])
-    return out["Reservations"][0]["Instances"][0]  # type: ignore[no-any-return]
+    instance: dict[str, Any] = out["Reservations"][0]["Instances"][0]
+    return instance
 
 
 @pytest.mark.asyncio
@@ -43,7 +46,7 @@ async def test_on_demand_launch(env: Env, cluster: str, account: Account) -> Non
     assert got.capacity["pods"] == 29_000 and got.allocatable["cpu"] == 1930
     assert got.annotations["karpenter.k8s.aws/ec2nodeclass-hash-version"] == "v6"
     raw = await describe(env, got.provider_id)
-    tags = {t["Key"]: t["Value"] for t in raw["Tags"]}  # type: ignore[attr-defined]
+    tags = {t["Key"]: t["Value"] for t in raw["Tags"]}
     assert tags[f"kubernetes.io/cluster/{cluster}"] == "owned"
     assert tags["karpenter.sh/nodepool"] == "default"
     assert tags["karpenter.k8s.aws/ec2nodeclass"] == "default"
@@ -183,7 +186,7 @@ async def test_tag_after_registration(env: Env, cluster: str) -> None:
     """Registration tagging adds Name, karpenter.sh/nodeclaim and the EKS cluster name."""
     got = await env.provider.create(claim("default-1", *SAME_PODS))
     await env.provider.tag_registered(got, "ip-10-0-0-1.ec2.internal")
-    tags = {t["Key"]: t["Value"] for t in (await describe(env, got.provider_id))["Tags"]}  # type: ignore[attr-defined]
+    tags = {t["Key"]: t["Value"] for t in (await describe(env, got.provider_id))["Tags"]}
     assert tags["Name"] == "ip-10-0-0-1.ec2.internal"
     assert tags["karpenter.sh/nodeclaim"] == "default-1"
     seen = await env.provider.get(got.provider_id)
@@ -311,3 +314,48 @@ async def test_connection_tracking_needs_nitro(env: Env) -> None:
         versions = await env.clients.ec2.describe_launch_template_versions(LaunchTemplateName=name)
         nic = versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]["NetworkInterfaces"][0]
         assert nic["ConnectionTrackingSpecification"] == {"TcpEstablishedTimeout": 3600}
+
+
+@pytest.mark.asyncio
+async def test_consecutive_launches_spread_over_subnets_by_inflight_ips(
+    env: Env, cluster: str
+) -> None:
+    """Two equal subnets in a zone: the second launch goes to the subnet the first did not use."""
+    ec2 = env.clients.ec2
+    vpc = (await ec2.create_vpc(CidrBlock="10.77.0.0/16"))["Vpc"]["VpcId"]
+    ids = []
+    for cidr in ("10.77.1.0/26", "10.77.2.0/26"):
+        sub = await ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZone="us-east-1c")
+        ids.append(sub["Subnet"]["SubnetId"])
+    await ec2.create_tags(Resources=ids, Tags=[{"Key": "ips-test", "Value": cluster}])
+    cls = env.classes.items["default"]
+    term = nc.SelectorTerm(tags={"ips-test": cluster})
+    cls = replace(cls, spec=replace(cls.spec, subnet_selector_terms=(term,)))
+    env.classes.put(replace(cls, status=await env.resolver.status(cls, NOW)))
+    first = await env.provider.create(claim("default-1", *SAME_PODS))
+    second = await env.provider.create(claim("default-2", *SAME_PODS))
+    subnets = {(await describe(env, c.provider_id))["SubnetId"] for c in (first, second)}
+    assert subnets == set(ids)
+
+
+class Annotations:
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, str]] = {}
+
+    async def annotate(self, name: str, annotations: dict[str, str]) -> None:
+        self.items.setdefault(name, {}).update(annotations)
+
+
+@pytest.mark.asyncio
+async def test_tagging_controller_tags_registered_claims_once(env: Env) -> None:
+    """A registered claim's instance is tagged and the claim annotated; then nothing more."""
+    got = await env.provider.create(claim("default-1", *SAME_PODS))
+    notes = Annotations()
+    assert not await aws_tagging.reconcile(got, env.provider, notes)  # not registered yet
+    registered = replace(got, registered=True, node_name="ip-10-0-0-9.ec2.internal")
+    assert await aws_tagging.reconcile(registered, env.provider, notes)
+    assert notes.items["default-1"]["karpenter.k8s.aws/tagged"] == "true"
+    tags = {t["Key"]: t["Value"] for t in (await describe(env, got.provider_id))["Tags"]}
+    assert tags["Name"] == "ip-10-0-0-9.ec2.internal"
+    done = replace(registered, annotations={**registered.annotations, **notes.items["default-1"]})
+    assert not await aws_tagging.reconcile(done, env.provider, notes)

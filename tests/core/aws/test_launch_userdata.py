@@ -12,6 +12,7 @@ from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws.capacity import Kubelet
 from karpenter.core.aws.ec2types import InstanceTypeInfo
 from karpenter.core.aws.nodeclass import AMI, SecurityGroup, Status, Subnet
+from karpenter.core.aws.subnets import InflightIPs
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.scheduling.taints import Taint
@@ -216,6 +217,31 @@ def test_spot_pricier_than_on_demand_is_dropped(ec2: dict[str, InstanceTypeInfo]
     plan = launch.plan(claim(), types, SUBNETS, amis.select([STD], "2026"))
     assert plan.capacity_type == "spot"
     assert plan.instance_types == ("c5.large",)
+
+
+def test_inflight_ips_steer_the_next_launch() -> None:
+    """IPs used by our launches count until EC2's free count changes."""
+    tracker = InflightIPs()
+    a, b = (
+        Subnet("subnet-a", "us-east-1a", available_ips=59),
+        Subnet("subnet-b", "us-east-1a", available_ips=50),
+    )
+    assert launch.best_subnets(tracker.adjust([a, b]))["us-east-1a"].id == "subnet-a"
+    tracker.consume("subnet-a", 30)
+    assert launch.best_subnets(tracker.adjust([a, b]))["us-east-1a"].id == "subnet-b"
+    refreshed = Subnet("subnet-a", "us-east-1a", available_ips=58)  # EC2 caught up
+    assert {s.available_ips for s in tracker.adjust([refreshed])} == {58}
+
+
+def test_min_values_must_survive_truncation(types: tuple[InstanceType, ...]) -> None:
+    """A claim asking for more families than can launch fails unless BestEffort."""
+    picky = claim(("karpenter.k8s.aws/instance-family", "Exists", (), 10))
+    with pytest.raises(launch.NoCapacityError, match="minValues"):
+        launch.plan(picky, types, SUBNETS, amis.select([STD], "2026"))
+    relaxed = launch.plan(
+        picky, types, SUBNETS, amis.select([STD], "2026"), min_values_best_effort=True
+    )
+    assert relaxed.instance_types
 
 
 def test_plan_ignores_the_claims_custom_labels(types: tuple[InstanceType, ...]) -> None:
