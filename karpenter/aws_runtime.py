@@ -5,7 +5,8 @@ are written against small Protocols, to the real cluster: EC2NodeClasses come fr
 informer-fed store; NodeClaims and Nodes from the operator's mirror; writes go through the
 kube client. It returns what the operator runs: the cloud, the extra informer, and the
 controllers that act only on the leader (NodeClass status and finalizer, interruption queue,
-instance and instance-profile garbage collection, price and instance-type refresh).
+instance health, instance tagging after registration, instance and instance-profile garbage
+collection, price and instance-type refresh).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ import anyio.abc
 from karpenter.aio.clock import Clock
 from karpenter.api import decode
 from karpenter.api.ec2nodeclass_status import status_doc
+from karpenter.cloud.aws import factory
 from karpenter.cloud.aws.factory import open_provider
 from karpenter.cloud.aws.provider import AWSCloudProvider
-from karpenter.cloud.aws.resolve import Resolver
+from karpenter.controllers import aws_tagging as tagging
 from karpenter.controllers.aws_gc import GarbageCollector
+from karpenter.controllers.aws_health import HealthController
 from karpenter.controllers.aws_interruption import InterruptionController
 from karpenter.controllers.aws_nodeclass import NodeClassController
 from karpenter.controllers.aws_profile_gc import ProfileCollector
@@ -107,6 +110,18 @@ class ClaimsView:
         """Delete a NodeClaim (its termination finalizer drains and terminates)."""
         with contextlib.suppress(errors.NotFound):
             await self.kube.delete(NODECLAIMS, name)
+
+    async def annotate(self, name: str, annotations: dict[str, str]) -> None:
+        """Merge annotations into a NodeClaim."""
+        with contextlib.suppress(errors.NotFound):
+            patch = {"metadata": {"annotations": annotations}}
+            self.state.nodeclaims.upsert(await self.kube.merge_patch(NODECLAIMS, name, patch))
+
+    async def tag_all(self, tagger: tagging.Tagger) -> float:
+        """Tag the instances of newly registered claims (one at a time, as upstream)."""
+        for claim in self.state.nodeclaims.values():
+            await tagging.reconcile(claim, tagger, self)
+        return 10.0
 
     async def claimed_provider_ids(self) -> set[str]:
         """Provider ids of every NodeClaim."""
@@ -199,19 +214,28 @@ async def open_aws(
     *,
     endpoint_url: str | None = None,
     session: Any = None,
+    min_values_best_effort: bool = False,
 ) -> AsyncIterator[AWSRuntime]:
     """The AWS provider and its controllers bound to this cluster's state."""
     classes = NodeClasses(kube, clock)
     claims = ClaimsView(kube, state)
     async with open_provider(
-        settings, classes, clock.now, endpoint_url=endpoint_url, session=session
+        settings,
+        classes,
+        clock.now,
+        endpoint_url=endpoint_url,
+        session=session,
+        min_values_best_effort=min_values_best_effort,
     ) as cloud:
-        # AMI aliases resolve through SSM paths named after the cluster's Kubernetes version.
-        resolver = Resolver(cloud.clients, settings.CLUSTER_NAME, await kube.server_version())
+        # AMI aliases resolve through SSM paths named after the cluster's Kubernetes version
+        # (EKS's own when EKS_CONTROL_PLANE is set, else the apiserver's).
+        version = cloud.eks_version or await kube.server_version()
+        resolver = factory.resolver(cloud, version)
         nodeclass = NodeClassController(
             classes, claims, resolver, cloud.launch_templates, clock.now, settings.ISOLATED_VPC
         )
         gc = GarbageCollector(cloud, claims, clock.now)
+        health = HealthController(cloud.clients.ec2, claims, clock.now)
         refresher = Refresher(cloud, clock.now, settings.ISOLATED_VPC)
         events = ClaimEvents(recorder, state.nodeclaims)
 
@@ -239,6 +263,8 @@ async def open_aws(
             nodeclasses,
             events.run,
             _every(clock, "instance.garbagecollection", lambda: _second(gc.reconcile())),
+            _every(clock, "interruption.instancestatus", lambda: _second(health.reconcile())),
+            _every(clock, "nodeclaim.tagging", lambda: claims.tag_all(cloud)),
             _every(clock, "providers.pricing", refresher.prices),
             _every(clock, "providers.instancetype", refresher.instance_types),
         ]

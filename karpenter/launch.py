@@ -135,6 +135,7 @@ async def serve_aws(
             clock,
             endpoint_url=endpoint_url,
             session=session,
+            min_values_best_effort=settings.MIN_VALUES_POLICY == "BestEffort",
         ) as runtime:
             operator = Operator(
                 kube,

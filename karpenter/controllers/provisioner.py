@@ -14,6 +14,8 @@ concurrently and records each in the mirror at once, so the next pass counts it 
 
 from __future__ import annotations
 
+import itertools
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -37,6 +39,8 @@ from karpenter.observability.metrics import Metrics
 from karpenter.state.cluster import ClusterState, is_provisionable
 
 RESYNC_S = 10.0
+HISTORY = 1000  # passes kept in ``passes``
+HISTORY_KEYS = 20_000  # claims / pods kept in ``created_at`` / ``placed_at``
 SYNC_WAIT_S = 10.0
 FAILED_SCHEDULING_DEDUPE_S = 300.0
 
@@ -74,7 +78,9 @@ class Provisioner:
         self.options = options
         self.metrics = metrics
         self.batcher: Batcher[str] = Batcher(clock, batch_idle_s, batch_max_s)
-        self.passes: list[PassReport] = []
+        # Recent history for logs, tests and the latency benchmark, bounded: the controller
+        # runs for months and must not grow with every pass, claim and pod it ever saw.
+        self.passes: deque[PassReport] = deque(maxlen=HISTORY)
         self.created_at: dict[str, float] = {}
         # pod key → when the NodeClaim meant for it was created (latency measurements)
         self.placed_at: dict[str, float] = {}
@@ -184,6 +190,7 @@ class Provisioner:
         self.state.nodeclaims.upsert(obj)
         name = codec.name(obj)
         self.created_at[name] = self.clock.now()
+        _trim(self.created_at)
         self.metrics.nodeclaims_created.labels(
             reason="provisioned",
             nodepool=pool.name,
@@ -198,6 +205,7 @@ class Provisioner:
         )
         for pod in claim.pods:
             self.placed_at[pod.key] = self.created_at[name]
+        _trim(self.placed_at)
         for pod in claim.pods:
             await self.recorder.publish(
                 codec.pod_reference(pod),
@@ -231,3 +239,11 @@ class Provisioner:
                 f"Failed to schedule pod, {reason}",
                 dedupe_s=FAILED_SCHEDULING_DEDUPE_S,
             )
+
+
+def _trim(times: dict[str, float]) -> None:
+    """Forget the oldest entries (dicts keep insertion order) beyond ``HISTORY_KEYS``."""
+    excess = len(times) - HISTORY_KEYS
+    if excess > 0:
+        for key in list(itertools.islice(times, excess)):
+            del times[key]
