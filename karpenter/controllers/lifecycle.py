@@ -111,6 +111,7 @@ class Lifecycle:
         raw = self.state.nodeclaims.raw(name)
         claim = self.state.nodeclaims.get(name)
         if raw is None or claim is None or codec.meta(raw).get("deletionTimestamp"):
+            self.failures.pop(name, None)  # backoff state dies with the claim
             return None
         log = self._log.bind(nodeclaim=name)
         conds = codec.conditions(raw)
@@ -119,6 +120,7 @@ class Lifecycle:
             launched = await self._launch(raw, claim, conds, status, log)
             if launched is None:
                 return await self._launch_failed(raw, conds, status)
+            self.failures.pop(name, None)
             # Persist the launch before anything else can fail: a reconcile that failed later
             # (say, a Conflict patching the Node) must not call create a second time.
             self._set_ready(conds)

@@ -9,6 +9,7 @@ an optimistic lock so a concurrent finalizer change by someone else is never los
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import anyio
@@ -48,7 +49,8 @@ class Termination:
         self.metrics = metrics
         self.concurrency = concurrency
         self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodeclaim.termination")
-        self.terminated: list[str] = []
+        # The most recent finalized claims (tests, logs); bounded for a long-running process.
+        self.terminated: deque[str] = deque(maxlen=10_000)
         self._log = structlog.get_logger().bind(controller="nodeclaim.termination")
         state.subscribe(self._on_change)
 
