@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -23,7 +24,7 @@ import anyio.abc
 from karpenter.aio.clock import Clock
 from karpenter.api import decode
 from karpenter.api.ec2nodeclass_status import status_doc
-from karpenter.cloud.aws import factory
+from karpenter.cloud.aws import factory, sqs
 from karpenter.cloud.aws.factory import open_provider
 from karpenter.cloud.aws.provider import AWSCloudProvider
 from karpenter.controllers import aws_tagging as tagging
@@ -33,6 +34,7 @@ from karpenter.controllers.aws_interruption import InterruptionController
 from karpenter.controllers.aws_nodeclass import NodeClassController
 from karpenter.controllers.aws_profile_gc import ProfileCollector
 from karpenter.controllers.aws_refresh import Refresher
+from karpenter.core.aws import interruption as interruption_msg
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws import tags
@@ -42,6 +44,7 @@ from karpenter.kube.client import EC2NODECLASSES, NODECLAIMS, NODES, KubeClient,
 from karpenter.kube.events import EventRecorder
 from karpenter.kube.informers import Sink
 from karpenter.observability.logging import get_logger
+from karpenter.observability.metrics import Metrics
 from karpenter.settings import AWSSettings
 from karpenter.state.cluster import ClusterState, KindStore
 
@@ -215,8 +218,10 @@ async def open_aws(
     endpoint_url: str | None = None,
     session: Any = None,
     min_values_best_effort: bool = False,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[AWSRuntime]:
     """The AWS provider and its controllers bound to this cluster's state."""
+    metrics = metrics if metrics is not None else Metrics()
     classes = NodeClasses(kube, clock)
     claims = ClaimsView(kube, state)
     async with open_provider(
@@ -285,16 +290,43 @@ async def open_aws(
             )
         if settings.INTERRUPTION_QUEUE:
             interruption = InterruptionController(claims, cloud.unavailable, clock.now, events)
-            queue = settings.INTERRUPTION_QUEUE
-
-            async def interruptions(
-                *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-            ) -> None:
-                task_status.started()
-                await interruption.run(cloud.clients.sqs, queue, clock.sleep)
-
-            services.append(interruptions)
+            services.append(
+                _interruptions(cloud, interruption, settings.INTERRUPTION_QUEUE, clock, metrics)
+            )
         yield AWSRuntime(cloud, [(EC2NODECLASSES, classes.store)], services)
+
+
+def _interruptions(
+    cloud: AWSCloudProvider,
+    interruption: InterruptionController,
+    queue: str,
+    clock: Clock,
+    metrics: Metrics,
+) -> Service:
+    """The SQS interruption poller, counting messages as upstream's interruption metrics do."""
+
+    async def handle(message: interruption_msg.Message) -> None:
+        metrics.interruption_received_messages.labels(message_type=message.kind).inc()
+        await interruption.handle(message)
+        sent = _event_time(message.time)
+        if sent is not None:
+            metrics.interruption_message_queue_duration.observe(max(clock.now() - sent, 0.0))
+        metrics.interruption_deleted_messages.inc()
+
+    async def run(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        url = await sqs.queue_url(cloud.clients.sqs, queue)
+        await sqs.poll_interruptions(cloud.clients.sqs, url, handle, interruption.log, clock.sleep)
+
+    return run
+
+
+def _event_time(stamp: str) -> float | None:
+    """An EventBridge ``time`` (RFC 3339) as unix seconds; None when absent or unreadable."""
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 async def _second(pair: Awaitable[tuple[Any, float]]) -> float:

@@ -127,6 +127,7 @@ async def serve_aws(
     async with kc.connect(kubeconfig) as kube:
         kube.limiter = TokenBucket(clock, settings.KUBE_CLIENT_QPS, settings.KUBE_CLIENT_BURST)
         state = ClusterState()
+        metrics = Metrics()
         async with open_aws(
             kube,
             state,
@@ -136,13 +137,14 @@ async def serve_aws(
             endpoint_url=endpoint_url,
             session=session,
             min_values_best_effort=settings.MIN_VALUES_POLICY == "BestEffort",
+            metrics=metrics,
         ) as runtime:
             operator = Operator(
                 kube,
                 settings,
                 runtime.cloud,
                 clock,
-                Metrics(),
+                metrics,
                 leader_services=runtime.leader_services,
                 informers=runtime.informers,
                 state=state,

@@ -122,6 +122,7 @@ async def aws_operator(control_plane: ControlPlane, cloud: Cloud) -> AsyncIterat
     )
     async with kc.connect(control_plane.kubeconfig) as kube:
         state = ClusterState()
+        metrics = Metrics()
         async with open_aws(
             kube,
             state,
@@ -130,13 +131,14 @@ async def aws_operator(control_plane: ControlPlane, cloud: Cloud) -> AsyncIterat
             clock,
             endpoint_url=cloud.url,
             session=cloud.session,
+            metrics=metrics,
         ) as runtime:
             op = Operator(
                 kube,
                 harness.settings(),
                 runtime.cloud,
                 clock,
-                Metrics(),
+                metrics,
                 leader_services=runtime.leader_services,
                 informers=runtime.informers,
                 state=state,
@@ -199,7 +201,7 @@ async def test_nodeclass_launch_and_spot_interruption(
     control_plane: ControlPlane, cloud: Cloud
 ) -> None:
     async with (
-        aws_operator(control_plane, cloud),
+        aws_operator(control_plane, cloud) as op,
         kc.connect(control_plane.kubeconfig) as kube,
     ):
         nodeclass = harness.unique("ec2")
@@ -258,6 +260,11 @@ async def test_nodeclass_launch_and_spot_interruption(
                 QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
             )
             assert depth["Attributes"]["ApproximateNumberOfMessages"] == "0"
+        text = op.metrics.render().decode()
+        received = 'karpenter_interruption_received_messages_total{message_type="spot_interrupted"}'
+        assert f"{received} 1.0" in text
+        assert "karpenter_interruption_deleted_messages_total 1.0" in text
+        assert "karpenter_interruption_message_queue_duration_seconds_count 1.0" in text
 
         await harness.cleanup(kube, pool, ns)
         await kube.delete(kc.EC2NODECLASSES, nodeclass)
