@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from karpenter import settings as settings_mod
 from karpenter.aio.clock import Clock, RealClock
 from karpenter.aio.ratelimit import TokenBucket
-from karpenter.api import simulation
+from karpenter.api import schedulerconfig, simulation
 from karpenter.api.errors import DecodeError
 from karpenter.aws_runtime import open_aws
 from karpenter.cloud.simulated import SimulatedCloud
@@ -89,9 +89,14 @@ def _catalog_doc(path: str, index: int, doc: Mapping[str, Any]) -> tuple[Instanc
 
 def _settings() -> settings_mod.Settings:
     try:
-        return settings_mod.Settings()
+        settings = settings_mod.Settings()
     except (ValidationError, ValueError) as err:
         raise LaunchError(f"invalid settings: {settings_mod.describe_error(err)}") from None
+    try:
+        schedulerconfig.load(settings.SCHEDULER_CONFIG)
+    except DecodeError as err:
+        raise LaunchError(f"invalid settings: SCHEDULER_CONFIG: {err}") from None
+    return settings
 
 
 async def serve(

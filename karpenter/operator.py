@@ -21,6 +21,7 @@ import anyio
 import anyio.abc
 
 from karpenter.aio.clock import Clock
+from karpenter.api import schedulerconfig
 from karpenter.cloud.metered import MeteredCloud
 from karpenter.cloud.provider import CloudProvider
 from karpenter.controllers.lifecycle import Lifecycle
@@ -114,6 +115,7 @@ class Operator:
             metrics,
             batch_idle_s=settings.batch_idle_seconds,
             batch_max_s=settings.batch_max_seconds,
+            default_spread=schedulerconfig.load(settings.SCHEDULER_CONFIG),
         )
         self.identity = identity or default_identity()
         self.elector: LeaderElector | None = None

@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     DISABLE_CONTROLLER_WARMUP: bool = True
     DISABLE_CLUSTER_STATE_OBSERVABILITY: bool = False
     IGNORE_DRA_REQUESTS: bool = True
+    # A file holding the kube-scheduler's default topology spread constraints (parsed and
+    # checked at startup by karpenter.api.schedulerconfig); empty means none.
+    SCHEDULER_CONFIG: str = ""
 
     @field_validator("BATCH_MAX_DURATION", "BATCH_IDLE_DURATION")
     @classmethod

@@ -6,11 +6,14 @@ cached), so these tests see exactly what `helm install` would apply.
 
 from __future__ import annotations
 
+import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from karpenter.api import schedulerconfig
 from karpenter.settings import Settings
 from tests.support.helm import CHART, ROOT, helm_binary, render
 
@@ -98,6 +101,36 @@ def test_values_reach_the_env(helm: str) -> None:
     assert container["image"] == "karpenter-py@sha256:abc"
 
 
+def test_scheduler_config_is_mounted_and_parses(
+    helm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """settings.schedulerConfig becomes a ConfigMap file that SCHEDULER_CONFIG points at."""
+    assert "SCHEDULER_CONFIG" not in container_env(render(helm))
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "ScheduleAnyway",
+    }
+    value = json.dumps({"podTopologySpread": {"defaultConstraints": [constraint]}})
+    docs = render(helm, json_sets=(f"settings.schedulerConfig={value}",))
+    env = container_env(docs)
+    path = Path(env["SCHEDULER_CONFIG"]["value"])
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "scheduler-config"]
+    assert mount["mountPath"] == str(path.parent)
+    [volume] = [v for v in pod["volumes"] if v["name"] == "scheduler-config"]
+    config_map = one(docs, "ConfigMap", volume["configMap"]["name"])
+    text = config_map["data"][path.name]
+    # the file the controller reads holds exactly the constraints given
+    (tmp_path / "config.yaml").write_text(text)
+    [spread] = schedulerconfig.load(str(tmp_path / "config.yaml"))
+    assert (spread.topology_key, spread.max_skew, spread.when_unsatisfiable) == (
+        "topology.kubernetes.io/zone",
+        1,
+        "ScheduleAnyway",
+    )
+
+
 def test_probes_and_ports(helm: str) -> None:
     """Liveness hits /healthz and readiness /readyz on the health port; metrics has a Service."""
     docs = render(helm, "controller.metrics.port=9000")
@@ -131,6 +164,9 @@ def test_rbac_covers_what_the_controller_does(helm: str) -> None:
         ("apps", "daemonsets"), ("policy", "poddisruptionbudgets"),
         ("storage.k8s.io", "storageclasses"), ("storage.k8s.io", "csinodes"),
         ("karpenter.sh", "nodeoverlays"),
+        # default topology spread deduces selectors from Services and pod controllers
+        ("", "services"), ("", "replicationcontrollers"), ("apps", "replicasets"),
+        ("apps", "statefulsets"),
     ]  # fmt: skip
     for group, resource in reads:
         assert {"get", "list", "watch"} <= _verbs(rules, group, resource), (group, resource)

@@ -53,3 +53,23 @@ def test_bad_catalog_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["run", "--catalog", "fake:x"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["karpenter: --catalog: 'fake:x': expected fake:N"]
+
+
+def test_bad_scheduler_config_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An invalid SCHEDULER_CONFIG stops ``karpenter run`` before it connects, naming the field."""
+    config = tmp_path / "scheduler.yaml"
+    config.write_text(
+        "podTopologySpread:\n  defaultConstraints:\n"
+        "  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone,"
+        " whenUnsatisfiable: DoNotSchedule, labelSelector: {}}\n"
+    )
+    monkeypatch.setenv("SCHEDULER_CONFIG", str(config))
+    assert cli.main(["run", "--catalog", "fake:4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "karpenter: invalid settings: SCHEDULER_CONFIG: "
+        "podTopologySpread.defaultConstraints[0].labelSelector: "
+        "not allowed in default constraints (the selector is deduced per pod)"
+    ]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -28,9 +28,11 @@ import structlog
 from karpenter.aio.batcher import Batcher
 from karpenter.aio.clock import Clock
 from karpenter.cloud.provider import CloudProvider, CloudProviderError
+from karpenter.controllers.spreadselectors import SpreadSelectors
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import NodePool
+from karpenter.core.model.pod import TopologySpread
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.provisioning.scheduler import solve
 from karpenter.kube import codec, errors, events
@@ -69,6 +71,7 @@ class Provisioner:
         *,
         batch_idle_s: float,
         batch_max_s: float,
+        default_spread: Sequence[TopologySpread] = (),
     ) -> None:
         self.kube = kube
         self.state = state
@@ -77,6 +80,8 @@ class Provisioner:
         self.clock = clock
         self.options = options
         self.metrics = metrics
+        # SCHEDULER_CONFIG's default constraints, added to pods that declare none
+        self.default_spread = tuple(default_spread)
         self.batcher: Batcher[str] = Batcher(clock, batch_idle_s, batch_max_s)
         # Recent history for logs, tests and the latency benchmark, bounded: the controller
         # runs for months and must not grow with every pass, claim and pod it ever saw.
@@ -143,6 +148,8 @@ class Provisioner:
             report = PassReport(0, (), {})
             self.passes.append(report)
             return report
+        if self.default_spread:
+            pending = await SpreadSelectors(self.kube).apply(pending, self.default_spread)
         started = self.clock.now()
         results: Results = await anyio.to_thread.run_sync(solve, cluster, pending, self.options)
         self.metrics.scheduler_scheduling_duration.labels(controller="provisioner").observe(

@@ -67,6 +67,12 @@ EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
 DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
+REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
+STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", namespaced=True)
+REPLICATIONCONTROLLERS = Resource(
+    "", "v1", "replicationcontrollers", "ReplicationController", namespaced=True
+)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool")
 NODECLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim")

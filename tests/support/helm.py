@@ -28,12 +28,18 @@ def helm_binary() -> str:
 
 
 def render(
-    helm: str, *sets: str, namespace: str = "karpenter", release: str = "k"
+    helm: str,
+    *sets: str,
+    namespace: str = "karpenter",
+    release: str = "k",
+    json_sets: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
     """`helm template` output as a list of documents (CRDs not included)."""
     args = [helm, "template", release, str(CHART), "--namespace", namespace]
     for item in sets:
         args += ["--set", item]
+    for item in json_sets:  # structured values (key=<JSON>)
+        args += ["--set-json", item]
     done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return [d for d in yaml.safe_load_all(done.stdout) if d]
