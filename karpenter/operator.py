@@ -25,7 +25,9 @@ from karpenter.api import schedulerconfig
 from karpenter.cloud.metered import MeteredCloud
 from karpenter.cloud.provider import CloudProvider
 from karpenter.controllers.lifecycle import Lifecycle
+from karpenter.controllers.nodeclaim_gc import NodeClaimGC
 from karpenter.controllers.nodepool import NodePoolStatus
+from karpenter.controllers.podevents import PodEvents
 from karpenter.controllers.provisioner import Provisioner
 from karpenter.controllers.termination import Termination
 from karpenter.kube import client as kc
@@ -105,6 +107,10 @@ class Operator:
             kube, self.state, metered("nodeclaim.lifecycle"), self.recorder, clock, metrics
         )
         self.nodepool_status = NodePoolStatus(kube, self.state, clock)
+        self.podevents = PodEvents(kube, self.state, clock)
+        self.nodeclaim_gc = NodeClaimGC(
+            kube, self.state, metered("nodeclaim.garbagecollection"), clock, metrics
+        )
         self.provisioner = Provisioner(
             kube,
             self.state,
@@ -175,6 +181,8 @@ class Operator:
                 await tg.start(self.termination.run)
                 await tg.start(self.lifecycle.run)
                 await tg.start(self.provisioner.run)
+                await tg.start(self.podevents.run)
+                tg.start_soon(self.nodeclaim_gc.run)
                 for service in self.leader_services:
                     await tg.start(service)
         finally:

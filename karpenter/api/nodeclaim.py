@@ -28,6 +28,7 @@ class _Status(f.Model):
     capacity: dict[str, Quantity] = Field(default_factory=dict)
     allocatable: dict[str, Quantity] = Field(default_factory=dict)
     conditions: list[_Condition] = Field(default_factory=list)
+    last_pod_event_time: str | None = Field(default=None, alias="lastPodEventTime")
 
     def condition(self, kind: str) -> bool:
         return any(c.type == kind and c.status == "True" for c in self.conditions)
@@ -86,4 +87,5 @@ class NodeClaimDoc(f.Model):
             status.condition("Initialized"),
             kube.timestamp(meta.creation_timestamp, "metadata.creationTimestamp") or 0.0,
             meta.deletion_timestamp is not None,
+            last_pod_event=kube.timestamp(status.last_pod_event_time, "status.lastPodEventTime"),
         )

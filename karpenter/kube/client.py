@@ -241,9 +241,22 @@ class KubeClient:
         """PUT (Conflict when ``metadata.resourceVersion`` is stale)."""
         return await self._json("PUT", res.path(namespace, name), body=dict(body))
 
-    async def delete(self, res: Resource, name: str, namespace: str | None = None) -> None:
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        grace_period_s: int | None = None,
+    ) -> None:
         """Delete (NotFound when already gone); background propagation, like kubectl."""
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        body: dict[str, Any] = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": "Background",
+        }
+        if grace_period_s is not None:
+            body["gracePeriodSeconds"] = grace_period_s
         resp = await self._call("DELETE", res.path(namespace, name), body=body)
         resp.release()
 

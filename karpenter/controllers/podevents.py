@@ -1,0 +1,155 @@
+"""``status.lastPodEventTime``: when a pod last arrived on, or began leaving, a NodeClaim's node.
+
+Consolidation waits ``consolidateAfter`` from this moment, so a node that just received or lost
+work is not judged yet. The events that count, as upstream counts them: a non-DaemonSet pod's
+``PodScheduled`` condition turning True (its transition time), or a pod on the node going
+terminal or starting to terminate (now). Each pod's last seen signature is kept so that an
+unrelated update of the same pod (a label, a readiness flip) writes nothing; per NodeClaim the
+latest pending time wins and is written once, and never moves the stored time backwards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import anyio.abc
+import structlog
+
+from karpenter.aio.clock import Clock
+from karpenter.aio.keyed_queue import KeyedQueue
+from karpenter.kube import codec, errors
+from karpenter.kube.client import NODECLAIMS, KubeClient, Obj
+from karpenter.state.cluster import ClusterState
+
+# (nodeName, PodScheduled=True transition time, terminal, terminating)
+Signature = tuple[str, float | None, bool, bool]
+
+
+def _signature(pod: Obj) -> Signature:
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    scheduled = codec.condition(pod, "PodScheduled")
+    when = None
+    if scheduled is not None and scheduled.get("status") == "True":
+        when = codec.parse_time(scheduled.get("lastTransitionTime"))
+    return (
+        str(spec.get("nodeName") or ""),
+        when,
+        status.get("phase") in ("Succeeded", "Failed"),
+        bool(codec.meta(pod).get("deletionTimestamp")),
+    )
+
+
+def _daemon(pod: Obj) -> bool:
+    owners = codec.meta(pod).get("ownerReferences") or []
+    return any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners)
+
+
+class PodEvents:
+    """Keeps every managed NodeClaim's ``lastPodEventTime`` current."""
+
+    def __init__(
+        self, kube: KubeClient, state: ClusterState, clock: Clock, *, concurrency: int = 10
+    ) -> None:
+        self.kube = kube
+        self.state = state
+        self.clock = clock
+        self.concurrency = concurrency
+        self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodeclaim.podevents")
+        self.pending: dict[str, float] = {}  # NodeClaim → latest event time not yet written
+        self._seen: dict[str, Signature] = {}
+        self._pods_on: dict[str, set[str]] = {}  # node → pods seen bound to it
+        self._claim_of_node: dict[str, str] = {}
+        self._node_of_claim: dict[str, str] = {}
+        self._log = structlog.get_logger().bind(controller="nodeclaim.podevents")
+        state.subscribe(self._on_change)
+
+    def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
+        if kind == "NodeClaim":
+            self._index(key, obj)
+        elif kind == "Pod":
+            self._pod(key, obj)
+
+    def _index(self, claim: str, obj: Obj | None) -> None:
+        old = self._node_of_claim.pop(claim, "")
+        if old and self._claim_of_node.get(old) == claim:
+            del self._claim_of_node[old]
+        node = str(((obj or {}).get("status") or {}).get("nodeName") or "")
+        if obj is not None and node:
+            self._node_of_claim[claim] = node
+            self._claim_of_node[node] = claim
+            if node != old:
+                self._catch_up(claim, node)
+
+    def _catch_up(self, claim: str, node: str) -> None:
+        """Pods seen on the node before its claim was known (informers replay in any order)."""
+        times = [
+            self._seen[p][1]
+            for p in self._pods_on.get(node, ())
+            if p in self._seen and self._seen[p][1] is not None
+        ]
+        latest = max((t for t in times if t is not None), default=None)
+        if latest is not None:
+            self.pending[claim] = max(self.pending.get(claim, latest), latest)
+            self.queue.add(claim)
+
+    def _pod(self, key: str, pod: Obj | None) -> None:
+        old = self._seen.pop(key, None)
+        if old and old[0]:
+            self._drop(old[0], key)
+        if pod is None or _daemon(pod):
+            return
+        new = _signature(pod)
+        self._seen[key] = new
+        node, scheduled, terminal, terminating = new
+        if node:
+            self._pods_on.setdefault(node, set()).add(key)
+        if not node or new == old:
+            return
+        when: float | None = None
+        if (terminal and not (old and old[2])) or (terminating and not (old and old[3])):
+            when = self.clock.now()
+        elif scheduled is not None and (old is None or old[1] != scheduled):
+            when = scheduled
+        claim = self._claim_of_node.get(node)
+        if when is None or claim is None:
+            return
+        self.pending[claim] = max(self.pending.get(claim, when), when)
+        self.queue.add(claim)
+
+    def _drop(self, node: str, pod: str) -> None:
+        pods = self._pods_on.get(node)
+        if pods is not None:
+            pods.discard(pod)
+            if not pods:
+                del self._pods_on[node]
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Write pending event times forever."""
+        task_status.started()
+        await self.queue.run(self.reconcile, self.concurrency)
+
+    async def reconcile(self, claim: str) -> float | None:
+        """Write the claim's pending time unless the stored one is as late."""
+        when = self.pending.pop(claim, None)
+        current = self.state.nodeclaims.get(claim)
+        raw = self.state.nodeclaims.raw(claim)
+        if when is None or current is None or raw is None or current.deleting:
+            return None
+        if current.last_pod_event is not None and current.last_pod_event >= when:
+            return None
+        patch: dict[str, Any] = {"status": {"lastPodEventTime": codec.rfc3339(when)}}
+        try:
+            obj = await self.kube.merge_patch(NODECLAIMS, claim, patch, subresource="status")
+        except errors.NotFound:
+            return None
+        except errors.ApiError:
+            # keep the time for the retry the queue schedules
+            self.pending[claim] = max(self.pending.get(claim, when), when)
+            raise
+        self.state.nodeclaims.upsert(obj)
+        self._log.debug("last pod event", nodeclaim=claim, time=codec.rfc3339(when))
+        return None
