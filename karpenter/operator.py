@@ -29,6 +29,7 @@ from karpenter.controllers.nodeclaim_gc import NodeClaimGC
 from karpenter.controllers.nodepool import NodePoolStatus
 from karpenter.controllers.podevents import PodEvents
 from karpenter.controllers.provisioner import Provisioner
+from karpenter.controllers.state_metrics import StateMetrics
 from karpenter.controllers.termination import Termination
 from karpenter.kube import client as kc
 from karpenter.kube.events import EventRecorder
@@ -108,6 +109,12 @@ class Operator:
         )
         self.nodepool_status = NodePoolStatus(kube, self.state, clock)
         self.podevents = PodEvents(kube, self.state, clock)
+        # every replica exports what its mirror shows (upstream's metrics.* controllers)
+        self.state_metrics = (
+            None
+            if settings.DISABLE_CLUSTER_STATE_OBSERVABILITY
+            else StateMetrics(self.state, metrics)
+        )
         self.nodeclaim_gc = NodeClaimGC(
             kube, self.state, metered("nodeclaim.garbagecollection"), clock, metrics
         )

@@ -87,10 +87,16 @@ class Termination:
         """Delete the claim's Node(s), then ask the cloud to terminate; True once it is gone."""
         nodes = self.state.node_by_provider_id(claim.provider_id) if claim.provider_id else []
         for node in nodes:
+            if codec.meta(node).get("deletionTimestamp"):
+                continue  # already going; counted when it was deleted
             try:
                 await self.kube.delete(NODES, codec.name(node))
             except errors.NotFound:
-                pass
+                continue
+            node_labels = codec.meta(node).get("labels") or {}
+            self.metrics.nodes_terminated.labels(
+                nodepool=node_labels.get(lbl.NODEPOOL, ""), zone=node_labels.get(lbl.ZONE, "")
+            ).inc()
         try:
             await self.cloud.delete(claim)
         except NodeClaimNotFoundError:

@@ -32,7 +32,6 @@ _POD_STATE_LABELS = (
 _DISRUPTED_LABELS = (
     "reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode",
 )  # fmt: skip
-_DECISION_LABELS = ("decision", "reason", "consolidation_type")
 _CLOUD_LABELS = ("controller", "method", "provider")
 
 
@@ -44,7 +43,7 @@ class Metrics:
         self._nodeclaims(self.registry)
         self._nodes(self.registry)
         self._pods(self.registry)
-        self._scheduling_and_disruption(self.registry)
+        self._scheduling(self.registry)
         self._nodepools_and_cloud(self.registry)
         self._interruption(self.registry)
         self.build_info = Gauge(
@@ -119,18 +118,6 @@ class Metrics:
             ("nodepool", "zone"),
             registry=r,
         )
-        self.nodes_drained = Counter(
-            "karpenter_nodes_drained_total",
-            "Nodes fully drained.",
-            ("nodepool",),
-            registry=r,
-        )
-        self.nodes_termination_duration = Summary(
-            "karpenter_nodes_termination_duration_seconds",
-            "Time from Node deletion until its finalizer is removed.",
-            ("nodepool",),
-            registry=r,
-        )
 
     def _pods(self, r: CollectorRegistry) -> None:
         self.pods_state = Gauge(
@@ -144,20 +131,8 @@ class Metrics:
             "Time from pod creation until the pod is running.",
             registry=r,
         )
-        self.pods_drained = Counter(
-            "karpenter_pods_drained_total",
-            "Pods evicted or deleted while draining a node.",
-            ("reason",),
-            registry=r,
-        )
-        self.pods_eviction_requests = Counter(
-            "karpenter_pods_eviction_requests_total",
-            "Eviction API calls, by HTTP status code.",
-            ("code",),
-            registry=r,
-        )
 
-    def _scheduling_and_disruption(self, r: CollectorRegistry) -> None:
+    def _scheduling(self, r: CollectorRegistry) -> None:
         self.scheduler_scheduling_duration = Histogram(
             "karpenter_scheduler_scheduling_duration_seconds",
             "Time one scheduling simulation (Solve) took.",
@@ -169,31 +144,6 @@ class Metrics:
             "karpenter_scheduler_unschedulable_pods_count",
             "Pods the last scheduling simulation could not place.",
             ("controller",),
-            registry=r,
-        )
-        self.voluntary_disruption_decisions = Counter(
-            "karpenter_voluntary_disruption_decisions_total",
-            "Disruption decisions made, by decision (delete/replace), reason and type.",
-            _DECISION_LABELS,
-            registry=r,
-        )
-        self.voluntary_disruption_decision_evaluation_duration = Histogram(
-            "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
-            "Time one disruption method took to evaluate its candidates.",
-            ("reason", "consolidation_type"),
-            buckets=DURATION_BUCKETS,
-            registry=r,
-        )
-        self.voluntary_disruption_eligible_nodes = Gauge(
-            "karpenter_voluntary_disruption_eligible_nodes",
-            "Candidates eligible for each disruption reason.",
-            ("reason",),
-            registry=r,
-        )
-        self.voluntary_disruption_queue_failures = Counter(
-            "karpenter_voluntary_disruption_queue_failures_total",
-            "Disruption commands that failed while being carried out.",
-            _DECISION_LABELS,
             registry=r,
         )
 
@@ -208,12 +158,6 @@ class Metrics:
             "karpenter_nodepools_usage",
             "Resources the NodePool's nodes provide, by resource type.",
             ("resource_type", "nodepool"),
-            registry=r,
-        )
-        self.nodepools_allowed_disruptions = Gauge(
-            "karpenter_nodepools_allowed_disruptions",
-            "Nodes the NodePool's budgets allow to disrupt now, by reason.",
-            ("nodepool", "reason"),
             registry=r,
         )
         self.cluster_state_node_count = Gauge(

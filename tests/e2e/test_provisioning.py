@@ -104,6 +104,12 @@ async def _assert_observable(op: Operator, pool: str) -> None:
     assert created in text.replace('reason="provisioned",', "")
     assert f'karpenter_nodes_created_total{{nodepool="{pool}"' in text
     assert 'karpenter_cloudprovider_duration_seconds_count{controller="nodeclaim.lifecycle"' in text
+    # the mirror's gauges: every bound pod's series names the pool, and the pool has usage
+    pod_series = [line for line in text.splitlines() if line.startswith("karpenter_pods_state{")]
+    assert (
+        sum(f'nodepool="{pool}"' in line and 'scheduled="true"' in line for line in pod_series) == 6
+    )
+    assert f'karpenter_nodepools_usage{{nodepool="{pool}",resource_type="cpu"}}' in text
 
 
 @pytest.mark.asyncio
