@@ -55,6 +55,8 @@ def _informers(
     state: ClusterState,
     clock: Clock,
     extra: Sequence[tuple[kc.Resource, Sink]] = (),
+    *,
+    overlays: bool = False,
 ) -> list[Informer]:
     """The mirror's informers, plus a provider's own (e.g. EC2NodeClasses)."""
     feeds: list[tuple[kc.Resource, Sink]] = [
@@ -63,8 +65,16 @@ def _informers(
         (kc.NODECLAIMS, state.nodeclaims),
         (kc.DAEMONSETS, state.daemonsets),
         (kc.PODS, state.pods),
+        (kc.PDBS, state.pdbs),
+        (kc.PVCS, state.pvcs),
+        (kc.PVS, state.pvs),
+        (kc.STORAGECLASSES, state.storage_classes),
+        (kc.CSINODES, state.csinodes),
+        (kc.NAMESPACES, state.namespaces),
         *extra,
     ]
+    if overlays:
+        feeds.append((kc.NODEOVERLAYS, state.overlays))
     return [Informer(kube, resource, store, clock) for resource, store in feeds]
 
 
@@ -95,7 +105,13 @@ class Operator:
         self.serve = serve
         self.state = state if state is not None else ClusterState()
         self.recorder = EventRecorder(kube, clock)
-        self.informers = _informers(kube, self.state, clock, informers)
+        self.informers = _informers(
+            kube,
+            self.state,
+            clock,
+            informers,
+            overlays=settings.feature_gates["NodeOverlay"],
+        )
         self.state.subscribe(self._observe_state)
 
         def metered(controller: str) -> MeteredCloud:

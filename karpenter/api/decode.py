@@ -12,13 +12,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from karpenter.api import crdfields, ec2nodeclass, kube, nodeclaim, nodepool
+from karpenter.api import crdfields, ec2nodeclass, kube, nodeclaim, nodeoverlay, nodepool
+from karpenter.api import pdb as pdb_mod
 from karpenter.api.errors import DecodeError
 from karpenter.core.aws.nodeclass import EC2NodeClass
-from karpenter.core.model.cluster import DaemonSet
+from karpenter.core.model.cluster import DaemonSet, NodeOverlay, PodDisruptionBudget
 from karpenter.core.model.node import Node, NodeClaim
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.model.pod import Pod
+from karpenter.core.model.storage import (
+    CSINode,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+)
 
 
 class CodecError(ValueError):
@@ -69,4 +76,51 @@ def node_claim(obj: Mapping[str, Any]) -> NodeClaim:
 def ec2_node_class(obj: Mapping[str, Any]) -> EC2NodeClass:
     """A karpenter.k8s.aws/v1 EC2NodeClass, its status included."""
     result: EC2NodeClass = _wrap(ec2nodeclass.from_manifest, obj)
+    return result
+
+
+def pdb(obj: Mapping[str, Any]) -> PodDisruptionBudget | pdb_mod.UnresolvedBudget:
+    """A policy/v1 PodDisruptionBudget (unresolved until the disruption controller's status)."""
+    result: PodDisruptionBudget | pdb_mod.UnresolvedBudget = _wrap(pdb_mod.pdb, obj)
+    return result
+
+
+def pvc(obj: Mapping[str, Any]) -> PersistentVolumeClaim:
+    """A v1 PersistentVolumeClaim."""
+    result: PersistentVolumeClaim = _wrap(kube.pvc, obj)
+    return result
+
+
+def pv(obj: Mapping[str, Any]) -> PersistentVolume:
+    """A v1 PersistentVolume."""
+    result: PersistentVolume = _wrap(kube.pv, obj)
+    return result
+
+
+def storage_class(obj: Mapping[str, Any]) -> StorageClass:
+    """A storage.k8s.io/v1 StorageClass."""
+    result: StorageClass = _wrap(kube.storage_class, obj)
+    return result
+
+
+def csinode(obj: Mapping[str, Any]) -> CSINode:
+    """A storage.k8s.io/v1 CSINode."""
+    result: CSINode = _wrap(kube.csinode, obj)
+    return result
+
+
+def namespace_labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    """A v1 Namespace's labels (what namespaceSelector terms match)."""
+    meta = _wrap(lambda o: kube.map_of(o.get("metadata"), "metadata"), obj)
+    labels = meta.get("labels") or {}
+    result = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+    result.setdefault("kubernetes.io/metadata.name", str(meta.get("name", "")))
+    return result
+
+
+def node_overlay(obj: Mapping[str, Any]) -> NodeOverlay:
+    """A karpenter.sh/v1alpha1 NodeOverlay."""
+    result: NodeOverlay = _wrap(
+        lambda o: nodeoverlay.NodeOverlayDoc.model_validate(o).to_core(), obj
+    )
     return result

@@ -18,6 +18,7 @@ import itertools
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import anyio
@@ -33,6 +34,7 @@ from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.model.pod import TopologySpread
+from karpenter.core.provisioning import overlays as overlay_types
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.provisioning.scheduler import solve
 from karpenter.kube import codec, errors, events
@@ -54,6 +56,29 @@ class PassReport:
     pods: int
     created: tuple[str, ...]
     unschedulable: Mapping[str, str]
+
+
+async def instance_types(
+    cloud: CloudProvider,
+    state: ClusterState,
+    pools: Sequence[NodePool],
+    now: float,
+    options: Options,
+    log: Any,
+) -> dict[str, tuple[InstanceType, ...]]:
+    """Each NodePool's instance types as a pass sees them: the cloud's, less the offerings
+    known to be out of capacity, with NodeOverlays applied when the gate is on."""
+    types: dict[str, tuple[InstanceType, ...]] = {}
+    overlays = tuple(state.overlays.values()) if options.node_overlay else ()
+    for pool in pools:
+        try:
+            offered = await cloud.instance_types(pool)
+        except CloudProviderError as err:
+            log.warning("no instance types", nodepool=pool.name, error=str(err))
+            continue
+        usable = state.unavailable.apply(offered, now)
+        types[pool.name] = overlay_types.apply(pool, usable, overlays) if overlays else usable
+    return types
 
 
 class Provisioner:
@@ -134,13 +159,9 @@ class Provisioner:
         """One pass over every provisionable pod."""
         await self._await_synced()
         pools = self.state.active_nodepools()
-        types: dict[str, tuple[InstanceType, ...]] = {}
-        for pool in pools:
-            try:
-                offered = await self.cloud.instance_types(pool)
-                types[pool.name] = self.state.unavailable.apply(offered, self.clock.now())
-            except CloudProviderError as err:
-                self._log.warning("no instance types", nodepool=pool.name, error=str(err))
+        types = await instance_types(
+            self.cloud, self.state, pools, self.clock.now(), self.options, self._log
+        )
         # Snapshot and pending pods in one synchronous step: no event can slip in between.
         cluster = self.state.snapshot(types)
         pending = self.state.provisionable_pods()

@@ -16,12 +16,19 @@ from typing import Any, Generic, TypeVar
 import structlog
 
 from karpenter.api import decode
+from karpenter.api.pdb import UnresolvedBudget
 from karpenter.core.model import labels as lbl
-from karpenter.core.model.cluster import Cluster, DaemonSet
+from karpenter.core.model.cluster import Cluster, DaemonSet, NodeOverlay, PodDisruptionBudget
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import Node, NodeClaim
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.model.pod import Pod
+from karpenter.core.model.storage import (
+    CSINode,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+)
 from karpenter.state.unavailable import UnavailableOfferings
 
 T = TypeVar("T")
@@ -169,6 +176,28 @@ class ClusterState:
         self.daemonsets: KindStore[DaemonSet] = KindStore(
             "DaemonSet", decode.daemonset, self._notify
         )
+        # What scheduling and disruption read besides the above: PDBs (disruption blockers),
+        # volumes (topology and CSI limits), namespace labels (namespaceSelector terms) and
+        # NodeOverlays (price and capacity adjustments, behind the NodeOverlay gate).
+        self.pdbs: KindStore[PodDisruptionBudget | UnresolvedBudget] = KindStore(
+            "PodDisruptionBudget", decode.pdb, self._notify
+        )
+        self.pvcs: KindStore[PersistentVolumeClaim] = KindStore(
+            "PersistentVolumeClaim", decode.pvc, self._notify
+        )
+        self.pvs: KindStore[PersistentVolume] = KindStore(
+            "PersistentVolume", decode.pv, self._notify
+        )
+        self.storage_classes: KindStore[StorageClass] = KindStore(
+            "StorageClass", decode.storage_class, self._notify
+        )
+        self.csinodes: KindStore[CSINode] = KindStore("CSINode", decode.csinode, self._notify)
+        self.namespaces: KindStore[dict[str, str]] = KindStore(
+            "Namespace", decode.namespace_labels, self._notify
+        )
+        self.overlays: KindStore[NodeOverlay] = KindStore(
+            "NodeOverlay", decode.node_overlay, self._notify
+        )
         self.unavailable = UnavailableOfferings()
 
     def subscribe(self, listener: Listener) -> None:
@@ -223,15 +252,30 @@ class ClusterState:
     def snapshot(self, instance_types: Mapping[str, tuple[InstanceType, ...]]) -> Cluster:
         """An immutable core view (NodePools limited to those with instance types)."""
         pools = tuple(p for p in self.active_nodepools() if p.name in instance_types)
+        pods = tuple(self.pods.values())
+        # Namespaces the informer has not delivered (or when it is not run) still carry the
+        # label every namespace has, so namespaceSelector terms on the name keep working.
+        labels: dict[str, Mapping[str, str]] = {
+            ns: {"kubernetes.io/metadata.name": ns} for ns in sorted({p.namespace for p in pods})
+        }
+        for name, entry in self.namespaces.entries.items():
+            if entry.value is not None:
+                labels[name] = entry.value
         return Cluster(
             nodepools=pools,
             instance_types={p.name: instance_types[p.name] for p in pools},
             nodes=tuple(self.nodes.values()),
             nodeclaims=tuple(self.nodeclaims.values()),
-            pods=tuple(self.pods.values()),
+            pods=pods,
             daemonsets=tuple(self.daemonsets.values()),
-            namespace_labels={
-                ns: {"kubernetes.io/metadata.name": ns}
-                for ns in sorted({p.namespace for p in self.pods.values()})
-            },
+            pdbs=tuple(
+                b.resolve(pods) if isinstance(b, UnresolvedBudget) else b
+                for b in self.pdbs.values()
+            ),
+            pvcs=tuple(self.pvcs.values()),
+            pvs=tuple(self.pvs.values()),
+            storage_classes=tuple(self.storage_classes.values()),
+            csinodes=tuple(self.csinodes.values()),
+            overlays=tuple(self.overlays.values()),
+            namespace_labels=labels,
         )

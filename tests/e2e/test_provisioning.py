@@ -273,3 +273,65 @@ async def test_deployment_replicas_get_nodes(control_plane: ControlPlane) -> Non
         await harness.eventually(bound, "the Deployment's four pods to be bound")
         assert await harness.claims_of(kube, pool)
         await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_bound_volume_zone_steers_the_nodeclaim(control_plane: ControlPlane) -> None:
+    """A pod whose PVC is bound to a zonal PV gets capacity in that zone (the mirror carries
+    PVCs and PVs to the solver)."""
+    async with (
+        harness.running(control_plane.kubeconfig),
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("vol")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        pv_name = harness.unique("pv")
+        zone_term = {
+            "matchExpressions": [{"key": lbl.ZONE, "operator": "In", "values": ["test-zone-2"]}]
+        }
+        await kube.create(
+            kc.PVS,
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": pv_name},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "",
+                    "csi": {"driver": "example.csi.test", "volumeHandle": pv_name},
+                    "claimRef": {"namespace": ns, "name": "data"},
+                    "nodeAffinity": {"required": {"nodeSelectorTerms": [zone_term]}},
+                },
+            },
+        )
+        await kube.create(
+            kc.PVCS,
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "data"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "",
+                    "volumeName": pv_name,
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            },
+            ns,
+        )
+        pod = harness.pod("db", pool)
+        pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+        await kube.create(kc.PODS, pod, ns)
+
+        async def zone() -> str:
+            for claim in await harness.claims_of(kube, pool):
+                node = (claim.get("status") or {}).get("nodeName")
+                if node:
+                    return str((await kube.get(kc.NODES, node))["metadata"]["labels"][lbl.ZONE])
+            return ""
+
+        assert await harness.eventually(zone, "a node for the volume's pod") == "test-zone-2"
+        await harness.cleanup(kube, pool, ns)
+        await kube.delete(kc.PVS, pv_name)
