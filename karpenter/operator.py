@@ -24,6 +24,9 @@ from karpenter.aio.clock import Clock
 from karpenter.api import schedulerconfig
 from karpenter.cloud.metered import MeteredCloud
 from karpenter.cloud.provider import CloudProvider
+from karpenter.controllers.disruption import POLL_S as DISRUPTION_POLL_S
+from karpenter.controllers.disruption import VALIDATION_S as DISRUPTION_VALIDATION_S
+from karpenter.controllers.disruption import Disruption
 from karpenter.controllers.lifecycle import Lifecycle
 from karpenter.controllers.nodeclaim_gc import NodeClaimGC
 from karpenter.controllers.nodepool import NodePoolStatus
@@ -95,6 +98,7 @@ class Operator:
         state: ClusterState | None = None,
         identity: str = "",
         serve: bool = True,
+        disruption_timing: tuple[float, float] = (DISRUPTION_POLL_S, DISRUPTION_VALIDATION_S),
     ) -> None:
         self.settings = settings
         self.cloud = cloud
@@ -125,6 +129,17 @@ class Operator:
         )
         self.nodepool_status = NodePoolStatus(kube, self.state, clock)
         self.podevents = PodEvents(kube, self.state, clock)
+        self.disruption = Disruption(
+            kube,
+            self.state,
+            metered("disruption"),
+            self.recorder,
+            clock,
+            settings.core_options(),
+            metrics,
+            poll_s=disruption_timing[0],
+            validation_s=disruption_timing[1],
+        )
         # every replica exports what its mirror shows (upstream's metrics.* controllers)
         self.state_metrics = (
             None
@@ -206,6 +221,7 @@ class Operator:
                 await tg.start(self.provisioner.run)
                 await tg.start(self.podevents.run)
                 tg.start_soon(self.nodeclaim_gc.run)
+                tg.start_soon(self.disruption.run)
                 for service in self.leader_services:
                     await tg.start(service)
         finally:

@@ -81,6 +81,48 @@ async def instance_types(
     return types
 
 
+async def create_nodeclaim(
+    kube: KubeClient,
+    state: ClusterState,
+    metrics: Metrics,
+    claim: NewNodeClaim,
+    pool: NodePool,
+    reason: str,
+    log: Any,
+) -> str:
+    """Create one of the solver's NodeClaims; its name, or "" when the API refused it.
+
+    The answer goes into the mirror at once so the next pass (of any controller) counts it.
+    ``reason`` labels ``karpenter_nodeclaims_created_total`` (provisioned, or the disruption
+    reason of a replacement).
+    """
+    pool_obj = state.nodepools.raw(pool.name)
+    if pool_obj is None:
+        return ""
+    body = codec.nodeclaim_manifest(claim, pool, pool_obj)
+    try:
+        obj = await kube.create(NODECLAIMS, body)
+    except errors.ApiError as err:
+        log.error("creating nodeclaim failed", nodepool=pool.name, error=str(err))
+        return ""
+    state.nodeclaims.upsert(obj)
+    name = codec.name(obj)
+    metrics.nodeclaims_created.labels(
+        reason=reason,
+        nodepool=pool.name,
+        min_values_relaxed=str(claim.min_values_relaxed).lower(),
+    ).inc()
+    log.info(
+        "created nodeclaim",
+        nodeclaim=name,
+        nodepool=pool.name,
+        reason=reason,
+        pods=len(claim.pods),
+        instance_types=len(claim.instance_types),
+    )
+    return name
+
+
 class Provisioner:
     """The provisioning loop (a singleton: runs only on the leader)."""
 
@@ -107,6 +149,9 @@ class Provisioner:
         self.metrics = metrics
         # SCHEDULER_CONFIG's default constraints, added to pods that declare none
         self.default_spread = tuple(default_spread)
+        # How long a placement keeps its node from being disrupted (upstream: the longer of
+        # twice the batch window and 10 s); every pass that places the pod again renews it.
+        self.nomination_s = max(2 * batch_max_s, 10.0)
         self.batcher: Batcher[str] = Batcher(clock, batch_idle_s, batch_max_s)
         # Recent history for logs, tests and the latency benchmark, bounded: the controller
         # runs for months and must not grow with every pass, claim and pod it ever saw.
@@ -199,6 +244,9 @@ class Provisioner:
             name = await self._create(claim, pools[claim.nodepool])
             if name:
                 created.append(name)
+                until = self.clock.now() + self.nomination_s
+                for pod in claim.pods:
+                    self.state.nominate(pod.key, name, until)
 
         async with anyio.create_task_group() as tg:
             for claim in results.new_claims:
@@ -206,31 +254,13 @@ class Provisioner:
         return sorted(created)
 
     async def _create(self, claim: NewNodeClaim, pool: NodePool) -> str:
-        pool_obj = self.state.nodepools.raw(pool.name)
-        if pool_obj is None:
+        name = await create_nodeclaim(
+            self.kube, self.state, self.metrics, claim, pool, "provisioned", self._log
+        )
+        if not name:
             return ""
-        body = codec.nodeclaim_manifest(claim, pool, pool_obj)
-        try:
-            obj = await self.kube.create(NODECLAIMS, body)
-        except errors.ApiError as err:
-            self._log.error("creating nodeclaim failed", nodepool=pool.name, error=str(err))
-            return ""
-        self.state.nodeclaims.upsert(obj)
-        name = codec.name(obj)
         self.created_at[name] = self.clock.now()
         _trim(self.created_at)
-        self.metrics.nodeclaims_created.labels(
-            reason="provisioned",
-            nodepool=pool.name,
-            min_values_relaxed=str(claim.min_values_relaxed).lower(),
-        ).inc()
-        self._log.info(
-            "created nodeclaim",
-            nodeclaim=name,
-            nodepool=pool.name,
-            pods=len(claim.pods),
-            instance_types=len(claim.instance_types),
-        )
         for pod in claim.pods:
             self.placed_at[pod.key] = self.created_at[name]
         _trim(self.placed_at)
@@ -245,7 +275,10 @@ class Provisioner:
 
     async def _report_nominations(self, results: Results) -> None:
         """Pods the pass placed on existing or in-flight capacity (deduplicated per node)."""
+        until = self.clock.now() + self.nomination_s
         for node_name, pods in results.existing:
+            for pod in pods:
+                self.state.nominate(pod.key, node_name, until)
             kind = "node" if self.state.nodes.raw(node_name) is not None else "nodeclaim"
             for pod in pods:
                 await self.recorder.publish(

@@ -140,6 +140,18 @@ class Metrics:
             buckets=DURATION_BUCKETS,
             registry=r,
         )
+        self.voluntary_disruption_decisions = Counter(
+            "karpenter_voluntary_disruption_decisions_total",
+            "Disruption decisions carried out, by decision (delete/replace), reason and type.",
+            ("decision", "reason", "consolidation_type"),
+            registry=r,
+        )
+        self.voluntary_disruption_validation_failures = Counter(
+            "karpenter_voluntary_disruption_validation_failures_total",
+            "Commands dropped: a re-check after the validation wait disagreed (not upstream).",
+            ("consolidation_type",),
+            registry=r,
+        )
         self.scheduler_unschedulable_pods_count = Gauge(
             "karpenter_scheduler_unschedulable_pods_count",
             "Pods the last scheduling simulation could not place.",

@@ -10,7 +10,7 @@ and must not block: they mark work for their controller and return.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 import structlog
@@ -199,6 +199,8 @@ class ClusterState:
             "NodeOverlay", decode.node_overlay, self._notify
         )
         self.unavailable = UnavailableOfferings()
+        # pod key → (node or NodeClaim the provisioner placed it on, until when)
+        self.nominations: dict[str, tuple[str, float]] = {}
 
     def subscribe(self, listener: Listener) -> None:
         """Call ``listener(kind, key, raw_or_None)`` after every change."""
@@ -241,6 +243,26 @@ class ClusterState:
         names = sorted(self._provider_nodes.get(provider_id, ()))
         return [raw for raw in (self.nodes.raw(n) for n in names) if raw is not None]
 
+    def nominate(self, pod_key: str, target: str, until: float) -> None:
+        """Record that the provisioner placed a pending pod on ``target`` (a Node or NodeClaim
+        name) until ``until``: disruption leaves such nodes alone while the pod binds."""
+        self.nominations[pod_key] = (target, until)
+
+    def _nominated(self, pods: Sequence[Pod], now: float) -> tuple[Pod, ...]:
+        """``pods`` with live nominations as ``nominated_node_name`` (by Node name)."""
+        for key in [k for k, (_, until) in self.nominations.items() if until <= now]:
+            del self.nominations[key]
+        out = []
+        for pod in pods:
+            entry = self.nominations.get(pod.key)
+            if entry is None or pod.node_name or pod.nominated_node_name:
+                out.append(pod)
+                continue
+            claim = self.nodeclaims.get(entry[0])
+            target = claim.node_name if claim is not None and claim.node_name else entry[0]
+            out.append(replace(pod, nominated_node_name=target))
+        return tuple(out)
+
     def active_nodepools(self) -> list[NodePool]:
         """NodePools that decoded and are not being deleted."""
         return [
@@ -249,10 +271,15 @@ class ClusterState:
             if e.value is not None and not _meta(e.raw).get("deletionTimestamp")
         ]
 
-    def snapshot(self, instance_types: Mapping[str, tuple[InstanceType, ...]]) -> Cluster:
-        """An immutable core view (NodePools limited to those with instance types)."""
+    def snapshot(
+        self, instance_types: Mapping[str, tuple[InstanceType, ...]], now: float | None = None
+    ) -> Cluster:
+        """An immutable core view (NodePools limited to those with instance types); with
+        ``now``, pending pods carry the provisioner's live nominations."""
         pools = tuple(p for p in self.active_nodepools() if p.name in instance_types)
         pods = tuple(self.pods.values())
+        if now is not None:
+            pods = self._nominated(pods, now)
         # Namespaces the informer has not delivered (or when it is not run) still carry the
         # label every namespace has, so namespaceSelector terms on the name keep working.
         labels: dict[str, Mapping[str, str]] = {

@@ -56,7 +56,12 @@ def settings(**overrides: Any) -> Settings:
 
 @asynccontextmanager
 async def running(
-    kubeconfig: Path, *, catalog_size: int = 8, identity: str = "", **overrides: Any
+    kubeconfig: Path,
+    *,
+    catalog_size: int = 8,
+    identity: str = "",
+    disruption_timing: tuple[float, float] = (10.0, 15.0),
+    **overrides: Any,
 ) -> AsyncIterator[Operator]:
     """An Operator with a simulated cloud, running until the block exits."""
     clock = RealClock()
@@ -70,6 +75,7 @@ async def running(
             Metrics(),
             services=[cloud.run],
             identity=identity,
+            disruption_timing=disruption_timing,
         )
         async with anyio.create_task_group() as tg:
             await tg.start(op.run)

@@ -1,0 +1,134 @@
+"""The disruption controller on a real control plane: empty nodes go, underused ones shrink."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from karpenter.core.model import labels as lbl
+from karpenter.kube import client as kc
+from karpenter.kube import codec, errors
+from tests.e2e import harness
+from tests.e2e.conftest import ControlPlane
+
+pytestmark = pytest.mark.e2e
+
+FAST = (0.5, 1.0)  # poll, validation wait
+
+
+def _deployment(name: str, pool: str, replicas: int, cpu: str) -> dict[str, Any]:
+    template = harness.pod("x", pool, cpu=cpu)
+    template["metadata"] = {"labels": {"app": name}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": template,
+        },
+    }
+
+
+def _pool(name: str, policy: str, requirements: list[dict[str, Any]] | None = None) -> Any:
+    body = harness.nodepool(name, requirements)
+    body["spec"]["disruption"] = {"consolidationPolicy": policy, "consolidateAfter": "0s"}
+    return body
+
+
+async def _scale(kube: kc.KubeClient, name: str, ns: str, replicas: int) -> None:
+    await kube.merge_patch(kc.DEPLOYMENTS, name, {"spec": {"replicas": replicas}}, ns)
+
+
+async def _live_claims(kube: kc.KubeClient, pool: str) -> list[dict[str, Any]]:
+    return [
+        c for c in await harness.claims_of(kube, pool) if not codec.meta(c).get("deletionTimestamp")
+    ]
+
+
+async def _bound(kube: kc.KubeClient, ns: str, count: int) -> list[dict[str, Any]]:
+    pods, _ = await kube.list(kc.PODS, ns)
+    live = [p for p in pods if not codec.meta(p).get("deletionTimestamp")]
+    if len(live) == count and all(p["spec"].get("nodeName") for p in live):
+        return live
+    return []
+
+
+@pytest.mark.asyncio
+async def test_empty_node_is_removed(control_plane: ControlPlane) -> None:
+    """Scaling a Deployment to zero empties its node; WhenEmpty removes the NodeClaim."""
+    async with (
+        harness.running(control_plane.kubeconfig, disruption_timing=FAST) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("empty")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, _pool(pool, "WhenEmpty"))
+        await kube.create(kc.DEPLOYMENTS, _deployment("web", pool, 2, "500m"), ns)
+        await harness.eventually(lambda: _bound(kube, ns, 2), "two replicas bound")
+        [claim] = await _live_claims(kube, pool)
+        name = claim["metadata"]["name"]
+        await _scale(kube, "web", ns, 0)
+
+        async def gone() -> bool:
+            try:
+                await kube.get(kc.NODECLAIMS, name)
+            except errors.NotFound:
+                return True
+            return False
+
+        await harness.eventually(gone, "the empty NodeClaim removed", wait_s=60)
+        [command] = [
+            c
+            for c in op.disruption.executed
+            if name in {x.state.claim.name for x in c.candidates if x.state.claim}
+        ]
+        assert (command.reason, command.decision) == ("Empty", "delete")
+        text = op.metrics.render().decode()
+        assert (
+            'karpenter_voluntary_disruption_decisions_total{consolidation_type="empty",'
+            'decision="delete",reason="empty"} 1.0'
+        ) in text
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_underused_node_is_replaced_by_a_cheaper_one(control_plane: ControlPlane) -> None:
+    """Two 1-CPU replicas share a 3-CPU node; at one replica a 2-CPU node replaces it and the
+    replica lands there."""
+    on_demand = [{"key": lbl.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}]
+    async with (
+        harness.running(control_plane.kubeconfig, disruption_timing=FAST) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("shrink")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, _pool(pool, "WhenEmptyOrUnderutilized", on_demand))
+        await kube.create(kc.DEPLOYMENTS, _deployment("api", pool, 2, "1"), ns)
+        await harness.eventually(lambda: _bound(kube, ns, 2), "two replicas bound")
+        [first] = await _live_claims(kube, pool)
+        first_type = first["metadata"]["labels"][lbl.INSTANCE_TYPE]
+        assert first_type == "fake-it-2"
+        await _scale(kube, "api", ns, 1)
+
+        async def replaced() -> str:
+            claims = await _live_claims(kube, pool)
+            names = {c["metadata"]["name"] for c in claims}
+            if first["metadata"]["name"] in names or len(claims) != 1:
+                return ""
+            if not await _bound(kube, ns, 1):
+                return ""
+            return str(claims[0]["metadata"]["labels"].get(lbl.INSTANCE_TYPE, ""))
+
+        got = await harness.eventually(replaced, "the node replaced by a cheaper one", wait_s=90)
+        assert got == "fake-it-1"
+        [command] = op.disruption.executed
+        assert (command.reason, command.decision, command.method) == (
+            "Underutilized",
+            "replace",
+            "single",
+        )
+        assert command.savings > 0
+        await harness.cleanup(kube, pool, ns)
