@@ -27,6 +27,7 @@ from karpenter.cloud.provider import CloudProvider
 from karpenter.controllers.disruption import POLL_S as DISRUPTION_POLL_S
 from karpenter.controllers.disruption import VALIDATION_S as DISRUPTION_VALIDATION_S
 from karpenter.controllers.disruption import Disruption
+from karpenter.controllers.drift import DriftWatch
 from karpenter.controllers.lifecycle import Lifecycle
 from karpenter.controllers.nodeclaim_gc import NodeClaimGC
 from karpenter.controllers.nodepool import NodePoolStatus
@@ -129,6 +130,7 @@ class Operator:
         )
         self.nodepool_status = NodePoolStatus(kube, self.state, clock)
         self.podevents = PodEvents(kube, self.state, clock)
+        self.drift = DriftWatch(kube, self.state, metered("nodeclaim.disruption"), clock)
         self.disruption = Disruption(
             kube,
             self.state,
@@ -222,6 +224,7 @@ class Operator:
                 await tg.start(self.podevents.run)
                 tg.start_soon(self.nodeclaim_gc.run)
                 tg.start_soon(self.disruption.run)
+                tg.start_soon(self.drift.run)
                 for service in self.leader_services:
                     await tg.start(service)
         finally:

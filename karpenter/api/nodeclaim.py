@@ -19,6 +19,7 @@ Quantity = str | int | float
 class _Condition(f.Model):
     type: str
     status: str
+    reason: str = ""
 
 
 class _Status(f.Model):
@@ -32,6 +33,13 @@ class _Status(f.Model):
 
     def condition(self, kind: str) -> bool:
         return any(c.type == kind and c.status == "True" for c in self.conditions)
+
+    def true_reason(self, kind: str) -> str:
+        """The reason of a True condition of this kind ("" when absent or not True)."""
+        return next(
+            (c.reason or kind for c in self.conditions if c.type == kind and c.status == "True"),
+            "",
+        )
 
 
 class _Resources(f.Model):
@@ -88,4 +96,5 @@ class NodeClaimDoc(f.Model):
             kube.timestamp(meta.creation_timestamp, "metadata.creationTimestamp") or 0.0,
             meta.deletion_timestamp is not None,
             last_pod_event=kube.timestamp(status.last_pod_event_time, "status.lastPodEventTime"),
+            drifted=status.true_reason("Drifted"),
         )

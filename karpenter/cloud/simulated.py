@@ -94,6 +94,8 @@ class SimulatedCloud:
         # solver picks the offering and only the launch fails.
         self.advertise_unavailable = advertise_unavailable
         self.instances: dict[str, Instance] = {}
+        # NodeClaim name → drift reason the provider reports (tests, chaos experiments)
+        self.drifted: dict[str, str] = {}
         self.unavailable: set[OfferingRef] = set()
         self.create_calls = 0
         self._create_errors: dict[str, list[Exception]] = {}
@@ -341,5 +343,5 @@ class SimulatedCloud:
         return [i.claim for _, i in sorted(self.instances.items())]
 
     async def is_drifted(self, claim: NodeClaim) -> str:
-        """The simulated cloud never drifts."""
-        return ""
+        """What ``drifted`` says for the claim ("" unless a test marked it)."""
+        return self.drifted.get(claim.name, "")

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.model import labels as lbl
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
@@ -131,4 +132,44 @@ async def test_underused_node_is_replaced_by_a_cheaper_one(control_plane: Contro
             "single",
         )
         assert command.savings > 0
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_provider_drift_replaces_the_node(control_plane: ControlPlane) -> None:
+    """The provider reports drift → Drifted condition → the node is replaced, pods moved."""
+    async with (
+        harness.running(control_plane.kubeconfig, disruption_timing=FAST) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("drift")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))  # consolidation off
+        await kube.create(kc.DEPLOYMENTS, _deployment("app", pool, 1, "500m"), ns)
+        await harness.eventually(lambda: _bound(kube, ns, 1), "the replica bound")
+        [old] = await _live_claims(kube, pool)
+        name = old["metadata"]["name"]
+
+        async def initialized() -> bool:
+            claim = op.state.nodeclaims.get(name)
+            return claim is not None and claim.initialized
+
+        await harness.eventually(initialized, "the claim initialized in the mirror")
+        assert isinstance(op.cloud, SimulatedCloud)
+        op.cloud.drifted[name] = "AMIDrift"
+        assert await op.drift.reconcile() == {name: "AMIDrift"}
+        cond = codec.condition(await kube.get(kc.NODECLAIMS, name), "Drifted")
+        assert cond is not None and (cond["status"], cond["reason"]) == ("True", "AMIDrift")
+
+        async def replaced() -> bool:
+            claims = await _live_claims(kube, pool)
+            return (
+                len(claims) == 1
+                and claims[0]["metadata"]["name"] != name
+                and bool(await _bound(kube, ns, 1))
+            )
+
+        await harness.eventually(replaced, "the drifted node replaced", wait_s=60)
+        [command] = op.disruption.executed
+        assert (command.reason, command.method, command.decision) == ("Drifted", "drift", "replace")
         await harness.cleanup(kube, pool, ns)

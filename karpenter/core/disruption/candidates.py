@@ -244,6 +244,10 @@ def drift_reason(
             o.zone == zone and o.capacity_type in accepted for o in it.offerings
         ):
             return DRIFT_INSTANCE_TYPE
+    # Last, as upstream asks the cloud provider last: its verdict arrives as the claim's
+    # Drifted condition (AMI, subnet, security group, NodeClass hash...).
+    if state.claim is not None and state.claim.drifted:
+        return state.claim.drifted
     return ""
 
 
