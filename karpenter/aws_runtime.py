@@ -34,10 +34,10 @@ from karpenter.controllers.aws_interruption import InterruptionController
 from karpenter.controllers.aws_nodeclass import NodeClassController
 from karpenter.controllers.aws_profile_gc import ProfileCollector
 from karpenter.controllers.aws_refresh import Refresher
+from karpenter.core.aws import hashmigration, tags
 from karpenter.core.aws import interruption as interruption_msg
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
-from karpenter.core.aws import tags
 from karpenter.core.model.node import NodeClaim
 from karpenter.kube import codec, errors
 from karpenter.kube.client import EC2NODECLASSES, NODECLAIMS, NODES, KubeClient, Obj, Resource
@@ -139,12 +139,19 @@ class ClaimsView:
 
     async def names_for_nodeclass(self, name: str) -> list[str]:
         """NodeClaims that reference the EC2NodeClass ``name``."""
+        return [c.name for c in await self.claim_hashes(name)]
+
+    async def claim_hashes(self, nodeclass: str) -> list[hashmigration.ClaimHash]:
+        """The class's NodeClaims with their annotations and whether a Drifted condition is set."""
         out = []
         for key, entry in self.state.nodeclaims.entries.items():
             ref = (entry.raw.get("spec") or {}).get("nodeClassRef") or {}
-            if ref.get("name") == name and ref.get("kind", "EC2NodeClass") == "EC2NodeClass":
-                out.append(key)
-        return sorted(out)
+            if ref.get("name") != nodeclass or ref.get("kind", "EC2NodeClass") != "EC2NodeClass":
+                continue
+            annotations = codec.meta(entry.raw).get("annotations") or {}
+            drifted = codec.condition(entry.raw, "Drifted") is not None
+            out.append(hashmigration.ClaimHash(key, dict(annotations), drifted))
+        return sorted(out, key=lambda c: c.name)
 
 
 @dataclass
@@ -237,7 +244,14 @@ async def open_aws(
         version = cloud.eks_version or await kube.server_version()
         resolver = factory.resolver(cloud, version)
         nodeclass = NodeClassController(
-            classes, claims, resolver, cloud.launch_templates, clock.now, settings.ISOLATED_VPC
+            classes,
+            claims,
+            resolver,
+            cloud.launch_templates,
+            clock.now,
+            settings.ISOLATED_VPC,
+            hashes=claims,
+            ca_bundle=cloud.settings.CLUSTER_CA_BUNDLE,
         )
         gc = GarbageCollector(cloud, claims, clock.now)
         health = HealthController(cloud.clients.ec2, claims, clock.now)
