@@ -24,7 +24,7 @@ import anyio.abc
 from karpenter.aio.clock import Clock
 from karpenter.api import decode
 from karpenter.api.ec2nodeclass_status import status_doc
-from karpenter.cloud.aws import factory, sqs
+from karpenter.cloud.aws import factory, provider_metrics, sqs
 from karpenter.cloud.aws.factory import open_provider
 from karpenter.cloud.aws.provider import AWSCloudProvider
 from karpenter.controllers import aws_tagging as tagging
@@ -257,6 +257,14 @@ async def open_aws(
         health = HealthController(cloud.clients.ec2, claims, clock.now)
         refresher = Refresher(cloud, clock.now, settings.ISOLATED_VPC)
         events = ClaimEvents(recorder, state.nodeclaims)
+        provider_metrics.attach(cloud, metrics, get_logger("aws").bind(controller="metrics"))
+
+        async def offerings() -> float:
+            ready = [c for c in classes.store.values() if c.status.ready() == "True"]
+            provider_metrics.publish_offerings(
+                metrics, (it for c in ready for it in cloud.catalog(c))
+            )
+            return 60.0  # upstream refreshes these gauges every minute
 
         async def nodeclasses(
             *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -286,6 +294,7 @@ async def open_aws(
             _every(clock, "nodeclaim.tagging", lambda: claims.tag_all(cloud)),
             _every(clock, "providers.pricing", refresher.prices),
             _every(clock, "providers.instancetype", refresher.instance_types),
+            _every(clock, "metrics.offerings", offerings),
         ]
         if not settings.ISOLATED_VPC:
             profiles = ProfileCollector(

@@ -9,7 +9,7 @@ garbage-collects them. ``hydrate`` re-reads the cluster's templates after a rest
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +137,8 @@ class LaunchTemplates:
         self._cluster = cluster_name
         self._ttl = ttl
         self._used: dict[str, float] = {}
+        # told the content of each template created in EC2 (user data is rendered only then)
+        self.on_create: Callable[[Content], None] | None = None
 
     @property
     def cached(self) -> tuple[str, ...]:
@@ -171,6 +173,9 @@ class LaunchTemplates:
             # a concurrent launch with the same content created it first: same name, same data
             if errors.code(err) != "InvalidLaunchTemplateName.AlreadyExistsException":
                 raise
+            return
+        if self.on_create is not None:
+            self.on_create(content)
 
     def invalidate(self, name: str) -> None:
         """Forget a name without deleting it in EC2 (it was not found on launch)."""
