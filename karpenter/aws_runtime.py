@@ -1,12 +1,13 @@
 """The AWS composition: the provider, its EC2NodeClass mirror and its controllers, on kube state.
 
-``open_aws`` opens the provider (``cloud.aws.factory``) and binds the AWS controllers, which
-are written against small Protocols, to the real cluster: EC2NodeClasses come from their own
-informer-fed store; NodeClaims and Nodes from the operator's mirror; writes go through the
-kube client. It returns what the operator runs: the cloud, the extra informer, and the
-controllers that act only on the leader (NodeClass status and finalizer, interruption queue,
-instance health, instance tagging after registration, instance and instance-profile garbage
-collection, price and instance-type refresh).
+``open_aws`` reads the kube-dns address, opens the provider (``cloud.aws.factory``) and binds
+the AWS controllers, which are written against small Protocols, to the real cluster:
+EC2NodeClasses come from their own informer-fed store; NodeClaims and Nodes from the
+operator's mirror; writes go through the kube client. It returns what the operator runs: the
+cloud, the extra informer, and the controllers that act only on the leader (NodeClass status
+and finalizer, interruption queue, instance health, instance tagging after registration,
+instance and instance-profile garbage collection, price and instance-type refresh, offering
+metrics).
 """
 
 from __future__ import annotations
@@ -40,7 +41,15 @@ from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.model.node import NodeClaim
 from karpenter.kube import codec, errors
-from karpenter.kube.client import EC2NODECLASSES, NODECLAIMS, NODES, KubeClient, Obj, Resource
+from karpenter.kube.client import (
+    EC2NODECLASSES,
+    NODECLAIMS,
+    NODES,
+    SERVICES,
+    KubeClient,
+    Obj,
+    Resource,
+)
 from karpenter.kube.events import EventRecorder
 from karpenter.kube.informers import Sink
 from karpenter.observability.logging import get_logger
@@ -237,6 +246,7 @@ async def open_aws(
         clock.now,
         endpoint_url=endpoint_url,
         session=session,
+        cluster_dns=await kube_dns_ip(kube),
         min_values_best_effort=min_values_best_effort,
     ) as cloud:
         # AMI aliases resolve through SSM paths named after the cluster's Kubernetes version
@@ -317,6 +327,19 @@ async def open_aws(
                 _interruptions(cloud, interruption, settings.INTERRUPTION_QUEUE, clock, metrics)
             )
         yield AWSRuntime(cloud, [(EC2NODECLASSES, classes.store)], services)
+
+
+async def kube_dns_ip(kube: KubeClient) -> str:
+    """The ``kube-system/kube-dns`` Service address: the nodes' cluster DNS, and the cluster's IP
+    family (IPv6 when it is). ``""`` when it cannot be read: like upstream, a cluster without
+    kube-dns (or without the RBAC to read it) still runs, with DNS left to the NodeClass."""
+    try:
+        svc = await kube.get(SERVICES, "kube-dns", "kube-system")
+    except _KUBE_ERRORS as err:
+        get_logger("aws").info("unable to detect the IP of the kube-dns service", error=str(err))
+        return ""
+    ip = (svc.get("spec") or {}).get("clusterIP") or ""
+    return "" if ip == "None" else str(ip)  # "None": a headless Service has no address
 
 
 def _interruptions(
