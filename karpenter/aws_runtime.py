@@ -1,12 +1,13 @@
 """The AWS composition: the provider, its EC2NodeClass mirror and its controllers, on kube state.
 
-``open_aws`` opens the provider (``cloud.aws.factory``) and binds the AWS controllers, which
-are written against small Protocols, to the real cluster: EC2NodeClasses come from their own
-informer-fed store; NodeClaims and Nodes from the operator's mirror; writes go through the
-kube client. It returns what the operator runs: the cloud, the extra informer, and the
-controllers that act only on the leader (NodeClass status and finalizer, interruption queue,
-instance health, instance tagging after registration, instance and instance-profile garbage
-collection, price and instance-type refresh).
+``open_aws`` reads the kube-dns address, opens the provider (``cloud.aws.factory``) and binds
+the AWS controllers, which are written against small Protocols, to the real cluster:
+EC2NodeClasses come from their own informer-fed store; NodeClaims and Nodes from the
+operator's mirror; writes go through the kube client. It returns what the operator runs: the
+cloud, the extra informer, and the controllers that act only on the leader (NodeClass status
+and finalizer, interruption queue, instance health, instance tagging after registration,
+instance and instance-profile garbage collection, price and instance-type refresh, offering
+metrics).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import anyio.abc
 from karpenter.aio.clock import Clock
 from karpenter.api import decode
 from karpenter.api.ec2nodeclass_status import status_doc
-from karpenter.cloud.aws import factory, sqs
+from karpenter.cloud.aws import factory, provider_metrics, sqs
 from karpenter.cloud.aws.factory import open_provider
 from karpenter.cloud.aws.provider import AWSCloudProvider
 from karpenter.controllers import aws_tagging as tagging
@@ -34,10 +35,10 @@ from karpenter.controllers.aws_interruption import InterruptionController
 from karpenter.controllers.aws_nodeclass import NodeClassController
 from karpenter.controllers.aws_profile_gc import ProfileCollector
 from karpenter.controllers.aws_refresh import Refresher
+from karpenter.core.aws import hashmigration, tags
 from karpenter.core.aws import interruption as interruption_msg
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
-from karpenter.core.aws import tags
 from karpenter.core.model.node import NodeClaim
 from karpenter.kube import codec, errors
 from karpenter.kube.client import EC2NODECLASSES, NODECLAIMS, NODES, KubeClient, Obj, Resource
@@ -50,6 +51,8 @@ from karpenter.state.cluster import ClusterState, KindStore
 
 NODECLASS_FINALIZER = "karpenter.k8s.aws/termination"
 _KUBE_ERRORS = (errors.ApiError, aiohttp.ClientError, OSError)
+# Services are read for kube-dns only (main's kube.client gains a SERVICES of the same shape)
+_SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
 
 Service = Callable[..., Coroutine[Any, Any, None]]
 
@@ -139,12 +142,19 @@ class ClaimsView:
 
     async def names_for_nodeclass(self, name: str) -> list[str]:
         """NodeClaims that reference the EC2NodeClass ``name``."""
+        return [c.name for c in await self.claim_hashes(name)]
+
+    async def claim_hashes(self, nodeclass: str) -> list[hashmigration.ClaimHash]:
+        """The class's NodeClaims with their annotations and whether a Drifted condition is set."""
         out = []
         for key, entry in self.state.nodeclaims.entries.items():
             ref = (entry.raw.get("spec") or {}).get("nodeClassRef") or {}
-            if ref.get("name") == name and ref.get("kind", "EC2NodeClass") == "EC2NodeClass":
-                out.append(key)
-        return sorted(out)
+            if ref.get("name") != nodeclass or ref.get("kind", "EC2NodeClass") != "EC2NodeClass":
+                continue
+            annotations = codec.meta(entry.raw).get("annotations") or {}
+            drifted = codec.condition(entry.raw, "Drifted") is not None
+            out.append(hashmigration.ClaimHash(key, dict(annotations), drifted))
+        return sorted(out, key=lambda c: c.name)
 
 
 @dataclass
@@ -230,6 +240,7 @@ async def open_aws(
         clock.now,
         endpoint_url=endpoint_url,
         session=session,
+        cluster_dns=await kube_dns_ip(kube),
         min_values_best_effort=min_values_best_effort,
     ) as cloud:
         # AMI aliases resolve through SSM paths named after the cluster's Kubernetes version
@@ -237,12 +248,27 @@ async def open_aws(
         version = cloud.eks_version or await kube.server_version()
         resolver = factory.resolver(cloud, version)
         nodeclass = NodeClassController(
-            classes, claims, resolver, cloud.launch_templates, clock.now, settings.ISOLATED_VPC
+            classes,
+            claims,
+            resolver,
+            cloud.launch_templates,
+            clock.now,
+            settings.ISOLATED_VPC,
+            hashes=claims,
+            ca_bundle=cloud.settings.CLUSTER_CA_BUNDLE,
         )
         gc = GarbageCollector(cloud, claims, clock.now)
         health = HealthController(cloud.clients.ec2, claims, clock.now)
         refresher = Refresher(cloud, clock.now, settings.ISOLATED_VPC)
         events = ClaimEvents(recorder, state.nodeclaims)
+        provider_metrics.attach(cloud, metrics, get_logger("aws").bind(controller="metrics"))
+
+        async def offerings() -> float:
+            ready = [c for c in classes.store.values() if c.status.ready() == "True"]
+            provider_metrics.publish_offerings(
+                metrics, (it for c in ready for it in cloud.catalog(c))
+            )
+            return 60.0  # upstream refreshes these gauges every minute
 
         async def nodeclasses(
             *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -272,6 +298,7 @@ async def open_aws(
             _every(clock, "nodeclaim.tagging", lambda: claims.tag_all(cloud)),
             _every(clock, "providers.pricing", refresher.prices),
             _every(clock, "providers.instancetype", refresher.instance_types),
+            _every(clock, "metrics.offerings", offerings),
         ]
         if not settings.ISOLATED_VPC:
             profiles = ProfileCollector(
@@ -294,6 +321,19 @@ async def open_aws(
                 _interruptions(cloud, interruption, settings.INTERRUPTION_QUEUE, clock, metrics)
             )
         yield AWSRuntime(cloud, [(EC2NODECLASSES, classes.store)], services)
+
+
+async def kube_dns_ip(kube: KubeClient) -> str:
+    """The ``kube-system/kube-dns`` Service address: the nodes' cluster DNS, and the cluster's IP
+    family (IPv6 when it is). ``""`` when it cannot be read: like upstream, a cluster without
+    kube-dns (or without the RBAC to read it) still runs, with DNS left to the NodeClass."""
+    try:
+        svc = await kube.get(_SERVICES, "kube-dns", "kube-system")
+    except _KUBE_ERRORS as err:
+        get_logger("aws").info("unable to detect the IP of the kube-dns service", error=str(err))
+        return ""
+    ip = (svc.get("spec") or {}).get("clusterIP") or ""
+    return "" if ip == "None" else str(ip)  # "None": a headless Service has no address
 
 
 def _interruptions(

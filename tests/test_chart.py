@@ -50,8 +50,9 @@ def test_renders_every_object(helm: str) -> None:
     """The chart renders the controller's Deployment and everything around it."""
     kinds = sorted(d["kind"] for d in render(helm))
     assert kinds == sorted(
-        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "Role", "RoleBinding",
-         "RoleBinding", "Service", "PodDisruptionBudget", "Deployment"]
+        ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "Role", "Role",
+         "RoleBinding", "RoleBinding", "RoleBinding", "Service", "PodDisruptionBudget",
+         "Deployment"]
     )  # fmt: skip
 
 
@@ -190,6 +191,17 @@ def test_rbac_covers_what_the_controller_does(helm: str) -> None:
     )
     binding = one(docs, "RoleBinding", "k-karpenter")
     assert binding["subjects"][0]["name"] == one(docs, "ServiceAccount")["metadata"]["name"]
+    dns = one(docs, "Role", "k-karpenter-dns")  # only the kube-dns Service, only get
+    assert dns["metadata"]["namespace"] == "kube-system"
+    assert dns["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["services"],
+            "resourceNames": ["kube-dns"],
+            "verbs": ["get"],
+        }
+    ]
+    assert one(docs, "RoleBinding", "k-karpenter-dns")["roleRef"]["name"] == "k-karpenter-dns"
 
 
 @pytest.mark.parametrize(

@@ -259,6 +259,12 @@ class _ConnTrack(f.Model):
         return self
 
 
+class _CPUOptions(f.Model):
+    nested_virtualization: Literal["enabled", "disabled"] | None = Field(
+        default=None, alias="nestedVirtualization"
+    )
+
+
 class _NIC(f.Model):
     network_card_index: int = Field(alias="networkCardIndex", ge=0)
     device_index: int = Field(alias="deviceIndex", ge=0)
@@ -327,6 +333,7 @@ class _Spec(f.Model):
     placement_group: _PlacementGroup | None = Field(default=None, alias="placementGroupSelector")
     ip_prefix_count: int | None = Field(default=None, alias="ipPrefixCount", ge=0)
     connection_tracking: _ConnTrack | None = Field(default=None, alias="connectionTracking")
+    cpu_options: _CPUOptions | None = Field(default=None, alias="cpuOptions")
 
     @field_validator("network_interfaces")
     @classmethod
@@ -427,6 +434,9 @@ class EC2NodeClassDoc(f.Model):
             nc.ConnectionTracking(ct.tcp, ct.udp_stream, ct.udp)
             if (ct := s.connection_tracking)
             else None,
+            nested_virtualization=(s.cpu_options.nested_virtualization or "")
+            if s.cpu_options
+            else "",
         )
         return nc.EC2NodeClass(
             self.metadata.name,

@@ -1,5 +1,8 @@
 """EC2NodeClass controller: resolve status, keep the hash annotation, finalize on deletion.
 
+When the class's hash version is not the current one, its NodeClaims are re-stamped first
+(``aws_hash_migration``), so they are not all reported drifted by a changed hash function.
+
 Reconcile order follows upstream: add the finalizer, resolve AMIs, subnets, security groups
 and the instance profile into ``status`` with conditions, then patch once (unchanged status is
 not written). Deletion waits for the class's NodeClaims, then deletes its launch templates and
@@ -17,6 +20,8 @@ import structlog
 
 from karpenter.cloud.aws import errors, resolve
 from karpenter.cloud.aws.launchtemplates import LaunchTemplates
+from karpenter.controllers import aws_hash_migration
+from karpenter.core.aws import hashmigration
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 
@@ -53,6 +58,7 @@ class Result:
     requeue_after: float
     waiting_on: tuple[str, ...] = ()
     deleted_templates: tuple[str, ...] = ()
+    migrated_claims: tuple[str, ...] = ()
 
 
 class NodeClassController:
@@ -67,6 +73,9 @@ class NodeClassController:
         now: Callable[[], float],
         isolated_vpc: bool = False,
         log: Any = None,
+        *,
+        hashes: aws_hash_migration.ClaimHashes | None = None,
+        ca_bundle: str = "",
     ) -> None:
         self.store = store
         self.claims = claims
@@ -75,6 +84,9 @@ class NodeClassController:
         self.now = now
         self.isolated_vpc = isolated_vpc
         self.log = log or structlog.get_logger().bind(controller="nodeclass")
+        self.hashes = hashes
+        # the provider hashes with the cluster CA for drift; the claims must match it
+        self.ca_bundle = ca_bundle
 
     async def reconcile(self, name: str) -> Result:
         """One pass; returns when to come back."""
@@ -85,14 +97,18 @@ class NodeClassController:
             return await self._finalize(node_class)
         when = datetime.fromtimestamp(self.now(), UTC)
         status = await self.resolver.status(node_class, when)
+        class_hash = nc.static_hash(node_class, self.ca_bundle)
+        migrated: tuple[str, ...] = ()
+        if self.hashes is not None and hashmigration.class_needs_migration(node_class.annotations):
+            migrated = await aws_hash_migration.migrate(self.hashes, name, class_hash)
         annotations = {
             **node_class.annotations,
-            awslbl.ANNOTATION_NODECLASS_HASH: nc.static_hash(node_class),
+            awslbl.ANNOTATION_NODECLASS_HASH: class_hash,
             awslbl.ANNOTATION_NODECLASS_HASH_VERSION: awslbl.NODECLASS_HASH_VERSION,
         }
         if status != node_class.status or annotations != dict(node_class.annotations):
             await self.store.patch(name, status, annotations, True)
-        return Result(REQUEUE_SECONDS)
+        return Result(REQUEUE_SECONDS, migrated_claims=migrated)
 
     async def _finalize(self, node_class: nc.EC2NodeClass) -> Result:
         waiting = tuple(sorted(await self.claims.names_for_nodeclass(node_class.name)))

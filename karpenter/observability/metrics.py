@@ -33,6 +33,12 @@ _DISRUPTED_LABELS = (
     "reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode",
 )  # fmt: skip
 _CLOUD_LABELS = ("controller", "method", "provider")
+_OFFERING_LABELS = ("instance_type", "capacity_type", "zone")
+# upstream's batcher SizeBuckets: request counts up to the largest batch (1000 fleet requests)
+SIZE_BUCKETS: tuple[float, ...] = (
+    1, 2, 4, 5, 10, 15, 20, 25, 30, 40, 50, 60, 70, 80, 90, 100, 125, 150, 175, 200,
+    225, 250, 275, 300, 350, 400, 450, 500, 550, 600, 700, 800, 900, 1000,
+)  # fmt: skip
 
 
 class Metrics:
@@ -46,6 +52,7 @@ class Metrics:
         self._scheduling(self.registry)
         self._nodepools_and_cloud(self.registry)
         self._interruption(self.registry)
+        self._aws_provider(self.registry)
         self.build_info = Gauge(
             "karpenter_build_info",
             "Build information; the value is always 1.",
@@ -212,6 +219,53 @@ class Metrics:
             "karpenter_interruption_message_queue_duration_seconds",
             "Time from the event's timestamp until the controller handled it.",
             buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+
+    def _aws_provider(self, r: CollectorRegistry) -> None:
+        # the offering and instance-type families are upstream core's; only AWS feeds them here
+        self.cloudprovider_instance_type_offering_available = Gauge(
+            "karpenter_cloudprovider_instance_type_offering_available",
+            "1 when the offering (instance type, capacity type, zone) can be launched, else 0.",
+            _OFFERING_LABELS,
+            registry=r,
+        )
+        self.cloudprovider_instance_type_offering_price_estimate = Gauge(
+            "karpenter_cloudprovider_instance_type_offering_price_estimate",
+            "The offering's estimated hourly price.",
+            _OFFERING_LABELS,
+            registry=r,
+        )
+        self.cloudprovider_instance_type_cpu_cores = Gauge(
+            "karpenter_cloudprovider_instance_type_cpu_cores",
+            "vCPUs of an instance type.",
+            ("instance_type",),
+            registry=r,
+        )
+        self.cloudprovider_instance_type_memory_bytes = Gauge(
+            "karpenter_cloudprovider_instance_type_memory_bytes",
+            "Memory capacity, in bytes, of an instance type.",
+            ("instance_type",),
+            registry=r,
+        )
+        self.cloudprovider_batcher_batch_time = Histogram(
+            "karpenter_cloudprovider_batcher_batch_time_seconds",
+            "How long a batcher's window stayed open before its batch ran.",
+            ("batcher",),
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.cloudprovider_batcher_batch_size = Histogram(
+            "karpenter_cloudprovider_batcher_batch_size",
+            "Requests merged into one batch.",
+            ("batcher",),
+            buckets=SIZE_BUCKETS,
+            registry=r,
+        )
+        self.nodeclass_userdata_bytes = Gauge(
+            "karpenter_nodeclass_userdata_bytes",
+            "Size in bytes of the rendered user data (before base64) of the EC2NodeClass.",
+            ("nodeclass",),
             registry=r,
         )
 

@@ -40,6 +40,21 @@ EXPECTED = [
     ("interruption_deleted_messages", "karpenter_interruption_deleted_messages_total", ()),
     ("interruption_message_queue_duration",
      "karpenter_interruption_message_queue_duration_seconds", ()),
+    ("cloudprovider_instance_type_offering_available",
+     "karpenter_cloudprovider_instance_type_offering_available",
+     ("instance_type", "capacity_type", "zone")),
+    ("cloudprovider_instance_type_offering_price_estimate",
+     "karpenter_cloudprovider_instance_type_offering_price_estimate",
+     ("instance_type", "capacity_type", "zone")),
+    ("cloudprovider_instance_type_cpu_cores", "karpenter_cloudprovider_instance_type_cpu_cores",
+     ("instance_type",)),
+    ("cloudprovider_instance_type_memory_bytes",
+     "karpenter_cloudprovider_instance_type_memory_bytes", ("instance_type",)),
+    ("cloudprovider_batcher_batch_time", "karpenter_cloudprovider_batcher_batch_time_seconds",
+     ("batcher",)),
+    ("cloudprovider_batcher_batch_size", "karpenter_cloudprovider_batcher_batch_size",
+     ("batcher",)),
+    ("nodeclass_userdata_bytes", "karpenter_nodeclass_userdata_bytes", ("nodeclass",)),
 ]  # fmt: skip
 
 

@@ -45,6 +45,8 @@ class Batcher(Generic[Req, Res]):
         self._max_items = max_items
         self._key = key
         self._open: dict[Hashable, _Window[Req, Res]] = {}
+        # told (batch size, seconds the window was open) as each batch runs: metrics
+        self.on_batch: Callable[[int, float], None] | None = None
 
     async def submit(self, item: Req) -> Res:
         """Add ``item`` to its bucket's window and wait for its result."""
@@ -95,6 +97,8 @@ class Batcher(Generic[Req, Res]):
                 await window.full.wait()
         if self._open.get(key) is window:
             del self._open[key]
+        if self.on_batch is not None:
+            self.on_batch(len(window.items), anyio.current_time() - window.opened)
         try:
             window.results = list(await self._execute(window.items))
         except Exception as err:  # an API error fans out to every caller, as upstream

@@ -4,6 +4,7 @@ ClientError (botocore)
 ├── not found           InvalidInstanceID.NotFound, NoSuchEntity, ParameterNotFound, ...
 ├── unfulfillable       InsufficientInstanceCapacity, MaxSpotInstanceCountExceeded, ... (ICE)
 ├── spot SLR missing    AuthFailure.ServiceLinkedRoleCreationNotPermitted
+├── dry run            DryRunOperation (allowed), UnauthorizedOperation/AccessDenied (denied)
 └── everything else     → a CreateError reason via ``launch_reason``
 """
 
@@ -40,6 +41,9 @@ SUBNET_FULL = "InsufficientFreeAddressesInSubnet"
 # Errors that mean "no capacity here" (the claim fails as InsufficientCapacity, not CreateError)
 CAPACITY = UNFULFILLABLE | {SPOT_SLR}
 LAUNCH_TEMPLATE_NOT_FOUND = "InvalidLaunchTemplateName.NotFoundException"
+# A dry run's two honest answers: the call would have been allowed, or IAM denies it.
+DRY_RUN_ALLOWED = "DryRunOperation"
+UNAUTHORIZED = frozenset({"UnauthorizedOperation", "AccessDenied", "AccessDeniedException"})
 _REASONS = (
     (SPOT_SLR, "SpotSLRCreationFailed"),
     ("Not authorized for images", "AMIAuthorizationFailure"),

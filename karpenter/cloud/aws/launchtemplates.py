@@ -9,7 +9,7 @@ garbage-collects them. ``hydrate`` re-reads the cluster's templates after a rest
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,8 @@ class Content:
     network_interfaces: tuple[tuple[int, int, str], ...] = ()  # (card, device, type)
     ip_prefix_count: int | None = None
     connection_tracking: tuple[tuple[str, int], ...] = ()  # (EC2 field, seconds)
+    ipv6: bool = False  # the cluster's IP family is IPv6 (its kube-dns address is)
+    nested_virtualization: str = ""  # CpuOptions.NestedVirtualization; "" leaves it out
 
     def data(self) -> dict[str, Any]:
         """The CreateLaunchTemplate ``LaunchTemplateData``."""
@@ -64,6 +66,8 @@ class Content:
         }
         if self.block_devices:
             data["BlockDeviceMappings"] = [_bdm(b) for b in self.block_devices]
+        if self.nested_virtualization:
+            data["CpuOptions"] = {"NestedVirtualization": self.nested_virtualization}
         return data
 
     def _nics(self) -> list[dict[str, Any]]:
@@ -85,11 +89,21 @@ class Content:
             if kind == "interface":
                 if self.public_ip is not None and (card, device) == (0, 0):
                     nic["AssociatePublicIpAddress"] = self.public_ip
-                if self.ip_prefix_count is not None:
-                    nic["Ipv4PrefixCount"] = self.ip_prefix_count
+                nic.update(self._addressing())
                 if self.connection_tracking:
                     nic["ConnectionTrackingSpecification"] = dict(self.connection_tracking)
             out.append(nic)
+        return out
+
+    def _addressing(self) -> dict[str, Any]:
+        """Prefixes and addresses: IPv4 prefixes, or in IPv6 clusters a primary IPv6 address
+        (pods and the kubelet need one) with ``ipPrefixCount`` counting IPv6 prefixes."""
+        out: dict[str, Any] = {}
+        if self.ip_prefix_count is not None:
+            out["Ipv6PrefixCount" if self.ipv6 else "Ipv4PrefixCount"] = self.ip_prefix_count
+        if self.ipv6:
+            out["Ipv6AddressCount"] = 1
+            out["PrimaryIpv6"] = True
         return out
 
     def name(self) -> str:
@@ -123,6 +137,8 @@ class LaunchTemplates:
         self._cluster = cluster_name
         self._ttl = ttl
         self._used: dict[str, float] = {}
+        # told the content of each template created in EC2 (user data is rendered only then)
+        self.on_create: Callable[[Content], None] | None = None
 
     @property
     def cached(self) -> tuple[str, ...]:
@@ -157,6 +173,9 @@ class LaunchTemplates:
             # a concurrent launch with the same content created it first: same name, same data
             if errors.code(err) != "InvalidLaunchTemplateName.AlreadyExistsException":
                 raise
+            return
+        if self.on_create is not None:
+            self.on_create(content)
 
     def invalidate(self, name: str) -> None:
         """Forget a name without deleting it in EC2 (it was not found on launch)."""

@@ -63,4 +63,5 @@ def catalog_input(
             for n in node_class.spec.network_interfaces
         ),
         nitro_only=node_class.spec.connection_tracking is not None,
+        nested_virtualization=node_class.spec.nested_virtualization == "enabled",
     )

@@ -82,6 +82,7 @@ class Resolver:
     k8s_version: str = "1.31"
     dry_run: bool = True  # DISABLE_DRY_RUN=true turns the authorization checks off
     ssm_cache: SSMCache = field(default_factory=SSMCache)
+    auth_cache: authcheck.Cache = field(default_factory=authcheck.Cache)
 
     async def subnets(self, terms: Sequence[nc.SelectorTerm]) -> tuple[nc.Subnet, ...]:
         """Matching subnets, most free IPs first, then by id."""
@@ -248,7 +249,12 @@ class Resolver:
         validation = _validation(node_class, conds)
         status = nc.Status(subnets, groups, images, profile, ())
         if validation.status == "True" and self.dry_run:
-            validation = await authcheck.check(self.clients.ec2, status) or validation
+            # the tags a launch would carry (no NodePool yet), as upstream's validation uses
+            tags = awstags.instance_tags(spec.tags, self.cluster_name, "", node_class.name)
+            denied = await authcheck.cached_check(
+                self.clients.ec2, self.auth_cache, node_class, status, tags, now.timestamp()
+            )
+            validation = denied or validation
         conds.append(validation)
         return replace(status, conditions=nc.with_ready(tuple(conds)))
 

@@ -4,13 +4,17 @@ Labels are the claim's plus the capacity type (and ``do-not-sync-taints`` except
 taints are the claim's and its startup taints plus ``karpenter.sh/unregistered:NoExecute``;
 max pods is the kubelet's if set, else the instance types' ENI-limited count (templates are
 grouped per value). User data above EC2's 16 KiB fails the launch with upstream's reason.
+The cluster is IPv6 when its kube-dns address is, which gives the primary interface an IPv6
+address and makes ``ipPrefixCount`` count IPv6 prefixes.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from karpenter.cloud.aws import sdkmodel
 from karpenter.cloud.aws.launchtemplates import Content
 from karpenter.cloud.provider import CreateError
 from karpenter.core.aws import amifamily, userdata
@@ -114,7 +118,20 @@ def content(
         ),
         ip_prefix_count=spec.ip_prefix_count,
         connection_tracking=_conntrack(spec.connection_tracking),
+        ipv6=_is_ipv6(cluster.dns),
+        # unsent when the SDK cannot express it (sdkmodel); types are still filtered for it
+        nested_virtualization=spec.nested_virtualization
+        if sdkmodel.nested_virtualization()
+        else "",
     )
+
+
+def _is_ipv6(address: str) -> bool:
+    """Upstream's cluster IP family test: the kube-dns Service address is IPv6."""
+    try:
+        return ipaddress.ip_address(address).version == 6
+    except ValueError:
+        return False
 
 
 def _conntrack(ct: nc.ConnectionTracking | None) -> tuple[tuple[str, int], ...]:

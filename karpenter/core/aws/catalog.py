@@ -37,8 +37,13 @@ class CatalogInput:
     # spec.networkInterfaces as (card, device, type): types that cannot host them are unavailable
     network_interfaces: tuple[tuple[int, int, str], ...] = ()
     nitro_only: bool = False  # connectionTracking is only honoured by Nitro instances
+    # cpuOptions.nestedVirtualization=enabled: only processors that advertise the feature
+    nested_virtualization: bool = False
     # memory (milli-bytes) seen on registered Nodes, by type; replaces the overhead estimate
     discovered_memory: Mapping[str, int] = field(default_factory=dict)
+
+
+NESTED_VIRTUALIZATION = "nested-virtualization"  # a ProcessorInfo.SupportedFeatures value
 
 
 def _os(family: str, arch: str) -> tuple[str, ...]:
@@ -139,7 +144,9 @@ def instance_type(
         return None
     offers = offerings(info, zones, inp, unavailable, now)
     nitro_ok = not inp.nitro_only or info.hypervisor == "nitro"
-    if not nitro_ok or not compatible(info, inp.capacity.ami_family, inp.network_interfaces):
+    nested_ok = not inp.nested_virtualization or NESTED_VIRTUALIZATION in info.features
+    compat = compatible(info, inp.capacity.ami_family, inp.network_interfaces)
+    if not (nitro_ok and nested_ok and compat):
         offers = tuple(Offering(o.zone, o.capacity_type, o.price, False) for o in offers)
     cap = capacity.capacity(info, inp.capacity)
     seen = inp.discovered_memory.get(info.name)

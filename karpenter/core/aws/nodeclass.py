@@ -111,6 +111,7 @@ class Spec:
     network_interfaces: tuple[NetworkInterface, ...] = ()
     ip_prefix_count: int | None = None
     connection_tracking: ConnectionTracking | None = None
+    nested_virtualization: str = ""  # cpuOptions.nestedVirtualization: enabled | disabled | unset
 
     def efa_only_interfaces(self, card: int | None = None) -> int:
         """How many efa-only interfaces (on one network card, or in all)."""
@@ -238,5 +239,9 @@ def static_hash(nc: EC2NodeClass, ca_bundle: str = "") -> str:
         "connectionTracking": repr(s.connection_tracking),
         "caBundle": ca_bundle,
     }
+    # added only when set, as upstream ignores zero values: classes without cpuOptions keep
+    # the hash they had before the field existed, so their claims do not drift
+    if s.nested_virtualization:
+        doc["cpuOptions"] = s.nested_virtualization
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).digest()
     return str(int.from_bytes(digest[:8], "big"))

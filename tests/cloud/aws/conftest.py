@@ -10,7 +10,9 @@ honestly:
   when every pool is dropped it answers with the errors and no instances, as EC2 does. botocore
   parses the rewritten response like any EC2 answer.
 - Authorization. For the actions in ``deny`` the proxy answers dry runs with EC2's
-  ``UnauthorizedOperation`` error, as EC2 does when IAM denies the call.
+  ``UnauthorizedOperation`` error, as EC2 does when IAM denies the call. moto ignores
+  ``DryRun`` on CreateFleet (it would launch), so allowed CreateFleet dry runs get EC2's
+  ``DryRunOperation`` answer from the proxy.
 - AWS-owned SSM public parameters (``/aws/service/eks/...``). PutParameter refuses the
   reserved ``/aws`` prefix, so the test seeds them into moto's in-process SSM backend, the way
   moto itself preloads ``/aws/service/ami-amazon-linux-latest``.
@@ -130,6 +132,13 @@ _DENIED = (
 )
 
 
+_DRY_RUN_OK = (
+    '<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error>'
+    "<Code>DryRunOperation</Code><Message>Request would have succeeded, but DryRun flag is "
+    "set.</Message></Error></Errors><RequestID>r</RequestID></Response>"
+)
+
+
 @dataclass
 class _Rewrite:
     body: bytes
@@ -143,6 +152,8 @@ def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
     capacity.calls[action] += 1
     if action in capacity.deny and b"DryRun=true" in body:
         return _Rewrite(body, reply=(403, _DENIED))  # EC2's answer when IAM denies the call
+    if action == "CreateFleet" and b"DryRun=true" in body:
+        return _Rewrite(body, reply=(412, _DRY_RUN_OK))  # moto would launch; EC2 only checks
     if action != "CreateFleet":
         return _Rewrite(body)
     capacity.fleet_calls += 1

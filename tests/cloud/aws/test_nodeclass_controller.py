@@ -7,8 +7,12 @@ from dataclasses import replace
 import pytest
 
 from karpenter.controllers.aws_nodeclass import NodeClassController
+from karpenter.core.aws import hashmigration
+from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
+from karpenter.core.model.node import NodeClaim
 from tests.cloud.aws.builders import node_class
+from tests.cloud.aws.conftest import Account
 from tests.cloud.aws.fixtures import Env, claim, env, prices
 
 __all__ = ("env", "prices")
@@ -72,3 +76,78 @@ async def test_finalizer_waits_for_claims_then_cleans_up(env: Env) -> None:
     assert cls.status.instance_profile not in {
         p["InstanceProfileName"] for p in profiles["InstanceProfiles"]
     }
+
+
+class Claims:
+    """NodeClaims of one class with their annotations; records annotation patches."""
+
+    def __init__(self, claims: dict[str, NodeClaim], drifted: frozenset[str] = frozenset()):
+        self.claims = claims
+        self.drifted = drifted
+        self.patches: list[tuple[str, dict[str, str]]] = []
+
+    async def names_for_nodeclass(self, name: str) -> list[str]:
+        return sorted(self.claims)
+
+    async def claim_hashes(self, nodeclass: str) -> list[hashmigration.ClaimHash]:
+        return [
+            hashmigration.ClaimHash(n, c.annotations, n in self.drifted)
+            for n, c in self.claims.items()
+            if c.node_class_ref.name == nodeclass
+        ]
+
+    async def annotate(self, name: str, annotations: dict[str, str]) -> None:
+        self.patches.append((name, annotations))
+        c = self.claims[name]
+        self.claims[name] = replace(c, annotations={**c.annotations, **annotations})
+
+
+@pytest.mark.asyncio
+async def test_hash_version_change_restamps_claims_instead_of_drifting(
+    env: Env, account: Account
+) -> None:
+    """After a hash-version bump, claims get the current hash and are not NodeClass-drifted."""
+    stale = {
+        awslbl.ANNOTATION_NODECLASS_HASH: "stale",
+        awslbl.ANNOTATION_NODECLASS_HASH_VERSION: "v5",
+    }
+    fresh = await env.provider.create(claim("default-1", "m5.large"))
+    held = await env.provider.create(claim("default-2", "m5.large"))
+    for launched in (fresh, held):
+        # moto attaches the VPC default group instead of the template's (see test_gc_drift)
+        await env.clients.ec2.modify_instance_attribute(
+            InstanceId=launched.provider_id.rsplit("/", 1)[1], Groups=[account.security_group]
+        )
+    claims = Claims(
+        {c.name: replace(c, annotations={**c.annotations, **stale}) for c in (fresh, held)},
+        drifted=frozenset({"default-2"}),
+    )
+    cls = env.classes.items["default"]
+    store = Store(replace(cls, annotations={**cls.annotations, **stale}))
+    ctrl = NodeClassController(
+        store,
+        claims,
+        env.resolver,
+        env.provider.launch_templates,
+        env.clock,
+        hashes=claims,
+        ca_bundle=env.provider.settings.CLUSTER_CA_BUNDLE,
+    )
+    result = await ctrl.reconcile("default")
+    assert result.migrated_claims == ("default-1", "default-2")
+    class_hash = store.items["default"].annotations[awslbl.ANNOTATION_NODECLASS_HASH]
+    migrated = claims.claims["default-1"].annotations
+    assert migrated[awslbl.ANNOTATION_NODECLASS_HASH] == class_hash
+    assert migrated[awslbl.ANNOTATION_NODECLASS_HASH_VERSION] == "v6"
+    assert await env.provider.is_drifted(claims.claims["default-1"]) == ""
+    # an already-Drifted claim keeps its old hash, so it stays drifted under the new version
+    kept = claims.claims["default-2"].annotations
+    assert kept[awslbl.ANNOTATION_NODECLASS_HASH] == "stale"
+    assert kept[awslbl.ANNOTATION_NODECLASS_HASH_VERSION] == "v6"
+    assert await env.provider.is_drifted(claims.claims["default-2"]) == "NodeClassDrift"
+    # the class is now on the current version: later reconciles leave the claims alone
+    again = await ctrl.reconcile("default")
+    assert again.migrated_claims == () and len(claims.patches) == 2
+    # the re-stamped claim takes part in hash drift again: a static change now drifts it
+    env.classes.put(replace(cls, spec=replace(cls.spec, user_data="#!/bin/bash\necho changed")))
+    assert await env.provider.is_drifted(claims.claims["default-1"]) == "NodeClassDrift"

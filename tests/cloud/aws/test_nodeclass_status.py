@@ -139,6 +139,7 @@ async def test_role_change_moves_profile_to_new_role(
 @pytest.mark.parametrize(
     ("action", "reason"),
     [
+        pytest.param("CreateFleet", "CreateFleetAuthCheckFailed", id="create-fleet"),
         pytest.param("RunInstances", "RunInstancesAuthCheckFailed", id="run-instances"),
         pytest.param(
             "CreateLaunchTemplate", "CreateLaunchTemplateAuthCheckFailed", id="launch-template"
@@ -154,7 +155,7 @@ async def test_dry_run_denied_fails_validation(
     status = await resolver(clients, cluster).status(node_class(), NOW)
     cond = status.condition("ValidationSucceeded")
     assert cond is not None and (cond.status, cond.reason) == ("False", reason)
-    assert cond.message.startswith(f"Controller isn't authorized to call ec2:{action}: ")
+    assert cond.message == f"Controller isn't authorized to call ec2:{action}"
     assert status.ready() == "False"
     skipped = resolve.Resolver(clients, cluster, "1.31", dry_run=False)
     assert (await skipped.status(node_class(), NOW)).ready() == "True"
@@ -193,3 +194,39 @@ def test_ssm_cache_expiry_and_deprecation_eviction() -> None:
     cache.evict_values({"ami-2"})
     assert cache.get("/aws/service/b", 0.0) is None
     assert cache.get("/aws/service/a", 0.0) == "ami-1"
+
+
+@pytest.mark.asyncio
+async def test_dry_run_outcome_cached_30m(
+    clients: Clients, account: Account, cluster: str, moto: Moto
+) -> None:
+    """A dry-run outcome is reused for 30 minutes unless the NodeClass's launch inputs change."""
+    r = resolver(clients, cluster)
+    moto.capacity.deny.add("CreateFleet")
+    first = await r.status(node_class(), NOW)
+    assert first.ready() == "False"
+    moto.capacity.deny.clear()  # IAM fixed: the cached denial still stands for 30 minutes
+    fleets = moto.capacity.calls["CreateFleet"]
+    later = await r.status(node_class(), NOW + dt.timedelta(minutes=29))
+    cond = later.condition("ValidationSucceeded")
+    assert cond is not None and cond.reason == "CreateFleetAuthCheckFailed"
+    assert moto.capacity.calls["CreateFleet"] == fleets  # answered from the cache
+    # other tags are other launch inputs: checked again at once
+    tagged = await r.status(node_class(tags={"team": "a"}), NOW + dt.timedelta(minutes=29))
+    assert tagged.ready() == "True"
+    assert moto.capacity.calls["CreateFleet"] == fleets + 1
+    expired = await r.status(node_class(), NOW + dt.timedelta(minutes=30))
+    assert expired.ready() == "True"
+    assert moto.capacity.calls["CreateFleet"] == fleets + 2
+
+
+@pytest.mark.asyncio
+async def test_disable_dry_run_makes_no_dry_runs(
+    clients: Clients, account: Account, cluster: str, moto: Moto
+) -> None:
+    """With DISABLE_DRY_RUN no launch call is dry-run and a denied account still validates."""
+    moto.capacity.deny.update({"CreateFleet", "CreateLaunchTemplate", "RunInstances"})
+    skipped = resolve.Resolver(clients, cluster, "1.31", dry_run=False)
+    assert (await skipped.status(node_class(), NOW)).ready() == "True"
+    calls = moto.capacity.calls
+    assert (calls["CreateFleet"], calls["CreateLaunchTemplate"], calls["RunInstances"]) == (0, 0, 0)

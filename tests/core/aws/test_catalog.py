@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -177,3 +178,21 @@ def test_network_interfaces_must_fit(ec2: dict[str, InstanceTypeInfo]) -> None:
     assert not catalog.compatible(ec2["m5.large"], "AL2023", efa)
     assert catalog.compatible(ec2["p4d.24xlarge"], "AL2023", efa)
     assert catalog.compatible(ec2["m5.large"], "AL2023", ((0, 0, "interface"),))
+
+
+def test_nested_virtualization_needs_the_processor_feature(
+    ec2: dict[str, InstanceTypeInfo],
+) -> None:
+    """cpuOptions nestedVirtualization=enabled leaves only types advertising the feature."""
+    inp = catalog.CatalogInput(
+        region="us-east-1",
+        zones={"m5.large": ("us-east-1a",), "c8i.large": ("us-east-1a",)},
+        prices=pricing.PriceTable("us-east-1", {"m5.large": 0.096, "c8i.large": 0.09}, {}, {}),
+        nested_virtualization=True,
+    )
+    m5 = catalog.instance_type(ec2["m5.large"], inp)
+    c8i = catalog.instance_type(ec2["c8i.large"], inp)
+    assert m5 is not None and not any(o.available for o in m5.offerings)
+    assert c8i is not None and any(o.available for o in c8i.offerings)
+    plain = catalog.instance_type(ec2["m5.large"], replace(inp, nested_virtualization=False))
+    assert plain is not None and any(o.available for o in plain.offerings)
