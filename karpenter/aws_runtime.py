@@ -41,7 +41,15 @@ from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.model.node import NodeClaim
 from karpenter.kube import codec, errors
-from karpenter.kube.client import EC2NODECLASSES, NODECLAIMS, NODES, KubeClient, Obj, Resource
+from karpenter.kube.client import (
+    EC2NODECLASSES,
+    NODECLAIMS,
+    NODES,
+    SERVICES,
+    KubeClient,
+    Obj,
+    Resource,
+)
 from karpenter.kube.events import EventRecorder
 from karpenter.kube.informers import Sink
 from karpenter.observability.logging import get_logger
@@ -51,8 +59,6 @@ from karpenter.state.cluster import ClusterState, KindStore
 
 NODECLASS_FINALIZER = "karpenter.k8s.aws/termination"
 _KUBE_ERRORS = (errors.ApiError, aiohttp.ClientError, OSError)
-# Services are read for kube-dns only (main's kube.client gains a SERVICES of the same shape)
-_SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
 
 Service = Callable[..., Coroutine[Any, Any, None]]
 
@@ -328,7 +334,7 @@ async def kube_dns_ip(kube: KubeClient) -> str:
     family (IPv6 when it is). ``""`` when it cannot be read: like upstream, a cluster without
     kube-dns (or without the RBAC to read it) still runs, with DNS left to the NodeClass."""
     try:
-        svc = await kube.get(_SERVICES, "kube-dns", "kube-system")
+        svc = await kube.get(SERVICES, "kube-dns", "kube-system")
     except _KUBE_ERRORS as err:
         get_logger("aws").info("unable to detect the IP of the kube-dns service", error=str(err))
         return ""
