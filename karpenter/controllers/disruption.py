@@ -49,6 +49,7 @@ from karpenter.state.cluster import ClusterState
 
 POLL_S = 10.0
 VALIDATION_S = 15.0
+QUIET_REFRESH_S = 60.0
 REPLACEMENT_TIMEOUT_S = 20 * 60.0  # beyond the lifecycle's own launch + registration timeouts
 _VALIDATED = frozenset({METHOD_EMPTINESS, METHOD_MULTI, METHOD_SINGLE})
 _CONSOLIDATION_TYPE = {METHOD_EMPTINESS: "empty", METHOD_MULTI: "multi", METHOD_SINGLE: "single"}
@@ -75,6 +76,7 @@ class Disruption:
         poll_s: float = POLL_S,
         validation_s: float = VALIDATION_S,
         replacement_timeout_s: float = REPLACEMENT_TIMEOUT_S,
+        quiet_refresh_s: float = QUIET_REFRESH_S,
     ) -> None:
         self.kube = kube
         self.state = state
@@ -87,6 +89,8 @@ class Disruption:
         self.validation_s = validation_s
         self.replacement_timeout_s = replacement_timeout_s
         self.executed: list[Command] = []  # carried out, newest last (bounded; logs and tests)
+        self.quiet_refresh_s = quiet_refresh_s
+        self._quiet: tuple[int, float] | None = None  # (state version, when) of a quiet pass
         self._reuse = Reuse()
         self._memo = SurveyMemo()
         self._log = structlog.get_logger().bind(controller="disruption")
@@ -120,9 +124,19 @@ class Disruption:
         """One pass: the command carried out, or None."""
         if not self.state.synced():
             return None  # a launch in flight changes what fits where; wait for it
+        now = self.clock.now()
+        if self._quiet is not None:
+            version, since = self._quiet
+            # Nothing changed since a pass found nothing: skip, but look again now and then
+            # for what time alone changes (consolidateAfter elapsing, budget windows, expiry).
+            if version == self.state.version and now - since < self.quiet_refresh_s:
+                return None
+        version = self.state.version
         command = await self._decide()
         if command is None:
+            self._quiet = (version, now)
             return None
+        self._quiet = None
         log = self._log.bind(
             reason=command.reason, method=command.method, nodes=list(command.names)
         )

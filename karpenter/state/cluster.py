@@ -164,6 +164,7 @@ class ClusterState:
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
+        self.version = 0  # bumped on every change: "has anything changed since I looked?"
         # providerID → Node names, kept in step before listeners run (reconciles look it up)
         self._provider_nodes: dict[str, set[str]] = {}
         self._node_provider: dict[str, str] = {}
@@ -207,6 +208,7 @@ class ClusterState:
         self._listeners.append(listener)
 
     def _notify(self, kind: str, key: str, obj: Obj | None) -> None:
+        self.version += 1
         if kind == "Node":
             self._index_node(key, obj)
         for listener in self._listeners:
