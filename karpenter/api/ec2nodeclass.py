@@ -427,6 +427,9 @@ class EC2NodeClassDoc(f.Model):
             nc.ConnectionTracking(ct.tcp, ct.udp_stream, ct.udp)
             if (ct := s.connection_tracking)
             else None,
+            nc.SelectorTerm(id=pg.id or "", name=pg.name or "")
+            if (pg := s.placement_group)
+            else None,
         )
         return nc.EC2NodeClass(
             self.metadata.name,

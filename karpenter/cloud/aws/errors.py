@@ -21,6 +21,9 @@ NOT_FOUND = frozenset(
         "AWS.SimpleQueueService.NonExistentQueue",
         "NoSuchEntity",
         "ParameterNotFound",
+        # DescribePlacementGroups names an unknown group (by name) / id this way
+        "InvalidPlacementGroup.Unknown",
+        "InvalidPlacementGroupId.NotFound",
     }
 )
 UNFULFILLABLE = frozenset(

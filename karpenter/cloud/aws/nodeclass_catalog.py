@@ -63,4 +63,5 @@ def catalog_input(
             for n in node_class.spec.network_interfaces
         ),
         nitro_only=node_class.spec.connection_tracking is not None,
+        placement_group=node_class.status.placement_group(),
     )

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from karpenter.core.aws import amifamily, capacity, ec2types
+from karpenter.core.aws import amifamily, capacity, ec2types, placement
 from karpenter.core.aws import labels as awslbl
+from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.capacity import CapacityOptions
 from karpenter.core.aws.ec2types import InstanceTypeInfo
 from karpenter.core.aws.pricing import PriceTable
@@ -21,7 +22,9 @@ from karpenter.core.model.instancetype import InstanceType, Offering
 from karpenter.core.scheduling.requirements import Requirement, Requirements
 
 # Every key a type's requirements name: simulate and the scheduler treat them as well-known.
-WELL_KNOWN = frozenset({*awslbl.ALL, lbl.ZONE, lbl.REGION, lbl.INSTANCE_TYPE, lbl.ARCH, lbl.OS})
+WELL_KNOWN = frozenset(
+    {*awslbl.ALL, *placement.LABELS, lbl.ZONE, lbl.REGION, lbl.INSTANCE_TYPE, lbl.ARCH, lbl.OS}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,7 @@ class CatalogInput:
     nitro_only: bool = False  # connectionTracking is only honoured by Nitro instances
     # memory (milli-bytes) seen on registered Nodes, by type; replaces the overhead estimate
     discovered_memory: Mapping[str, int] = field(default_factory=dict)
+    placement_group: nc.PlacementGroup | None = None  # the NodeClass's resolved group
 
 
 def _os(family: str, arch: str) -> tuple[str, ...]:
@@ -80,6 +84,7 @@ def requirements(info: InstanceTypeInfo, zones: Iterable[str], inp: CatalogInput
         reqs.append(
             Requirement.new(key, "In", [value]) if value else Requirement.new(key, "DoesNotExist")
         )
+    reqs.extend(placement.requirements(inp.placement_group))
     return Requirements(reqs)
 
 
@@ -90,7 +95,11 @@ def offerings(
     unavailable: UnavailableOfferings | None,
     now: float,
 ) -> tuple[Offering, ...]:
-    """One offering per zone × capacity type; unpriced or ICE-cached ones are unavailable."""
+    """One offering per zone × capacity type; unpriced or ICE-cached ones are unavailable.
+
+    ICE met inside the NodeClass's placement group counts here too, ICE met in other groups
+    does not.
+    """
     out = []
     for zone in sorted(zones):
         for ct in ("on-demand", "spot"):
@@ -101,7 +110,9 @@ def offerings(
                 if ct == "on-demand"
                 else inp.prices.spot_price(info.name, zone)
             )
-            ice = unavailable is not None and unavailable.is_unavailable(ct, info.name, zone, now)
+            ice = unavailable is not None and unavailable.is_unavailable(
+                ct, info.name, zone, now, placement.ice_scope(inp.placement_group)
+            )
             out.append(
                 Offering(
                     zone, ct, price if price is not None else 0.0, price is not None and not ice
@@ -139,7 +150,11 @@ def instance_type(
         return None
     offers = offerings(info, zones, inp, unavailable, now)
     nitro_ok = not inp.nitro_only or info.hypervisor == "nitro"
-    if not nitro_ok or not compatible(info, inp.capacity.ami_family, inp.network_interfaces):
+    if (
+        not nitro_ok
+        or not compatible(info, inp.capacity.ami_family, inp.network_interfaces)
+        or not placement.supports(info, inp.placement_group)
+    ):
         offers = tuple(Offering(o.zone, o.capacity_type, o.price, False) for o in offers)
     cap = capacity.capacity(info, inp.capacity)
     seen = inp.discovered_memory.get(info.name)

@@ -11,6 +11,10 @@ honestly:
   parses the rewritten response like any EC2 answer.
 - Authorization. For the actions in ``deny`` the proxy answers dry runs with EC2's
   ``UnauthorizedOperation`` error, as EC2 does when IAM denies the call.
+- Placement groups. moto 5.2.1 has no placement-group API; the proxy answers
+  DescribePlacementGroups itself from ``Capacity.placement_groups`` (``placement_proxy.py``
+  renders EC2's response and its not-found errors; listed in ``deny``, the call itself is
+  refused with ``UnauthorizedOperation``).
 - AWS-owned SSM public parameters (``/aws/service/eks/...``). PutParameter refuses the
   reserved ``/aws`` prefix, so the test seeds them into moto's in-process SSM backend, the way
   moto itself preloads ``/aws/service/ami-amazon-linux-latest``.
@@ -40,6 +44,7 @@ from moto.ssm.models import Parameter, ssm_backends
 from karpenter.cloud.aws import clients as aws_clients
 from karpenter.cloud.aws import ec2data
 from karpenter.cloud.aws.ec2data import RegionTypes
+from tests.cloud.aws import placement_proxy
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -57,6 +62,7 @@ class Capacity:
     deny: set[str] = field(default_factory=set)  # EC2 actions whose dry runs are unauthorized
     codes: dict[tuple[str, str], str] = field(default_factory=dict)  # pool → error (default ICE)
     calls: collections.Counter[str] = field(default_factory=collections.Counter)  # EC2 actions
+    placement_groups: list[placement_proxy.Group] = field(default_factory=list)  # EC2's groups
 
 
 @functools.cache
@@ -143,6 +149,11 @@ def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
     capacity.calls[action] += 1
     if action in capacity.deny and b"DryRun=true" in body:
         return _Rewrite(body, reply=(403, _DENIED))  # EC2's answer when IAM denies the call
+    if action == "DescribePlacementGroups":
+        query = urllib.parse.parse_qs(body.decode())
+        denied = action in capacity.deny  # Karpenter never dry-runs it: deny the call itself
+        reply = placement_proxy.answer(query, capacity.placement_groups, denied)
+        return _Rewrite(body, reply=reply)
     if action != "CreateFleet":
         return _Rewrite(body)
     capacity.fleet_calls += 1
@@ -281,6 +292,7 @@ async def clients(moto: Moto, account: Account) -> AsyncIterator[aws_clients.Cli
     moto.capacity.deny.clear()
     moto.capacity.codes.clear()
     moto.capacity.calls.clear()
+    moto.capacity.placement_groups.clear()
     async with aws_clients.open_clients(REGION, moto.proxy_url, _session()) as c:
         yield c
 
