@@ -39,6 +39,7 @@ class Content:
     network_interfaces: tuple[tuple[int, int, str], ...] = ()  # (card, device, type)
     ip_prefix_count: int | None = None
     connection_tracking: tuple[tuple[str, int], ...] = ()  # (EC2 field, seconds)
+    placement: tuple[tuple[str, str | int], ...] = ()  # Placement fields (placement group)
 
     def data(self) -> dict[str, Any]:
         """The CreateLaunchTemplate ``LaunchTemplateData``."""
@@ -64,6 +65,8 @@ class Content:
         }
         if self.block_devices:
             data["BlockDeviceMappings"] = [_bdm(b) for b in self.block_devices]
+        if self.placement:
+            data["Placement"] = dict(self.placement)
         return data
 
     def _nics(self) -> list[dict[str, Any]]:

@@ -5,6 +5,8 @@ ICE memory), plans the fleet (``core/aws/launch.py``), ensures one launch templa
 (AMI, max pods) group and calls CreateFleet. Pools that answer with insufficient capacity are
 hidden for 3 minutes and the launch is planned again without them, up to
 ``max_launch_attempts`` fleets; only then does the claim fail with InsufficientCapacity.
+Launches into the NodeClass's placement group remember their ICE under the group (and the
+pinned partition), see ``core/aws/placement.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from karpenter.cloud.provider import (
     NodeClassNotReadyError,
     OfferingRef,
 )
-from karpenter.core.aws import amis, catalog, discovered, drift, launch, tags
+from karpenter.core.aws import amis, catalog, discovered, drift, launch, placement, tags
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.discovered import DiscoveredCapacity
@@ -42,6 +44,7 @@ from karpenter.core.model import labels as lbl
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.model.nodepool import NodePool
+from karpenter.core.scheduling.requirements import from_selector_terms
 from karpenter.settings import AWSSettings
 
 
@@ -178,14 +181,27 @@ class AWSCloudProvider:
             raise NodeClassNotReadyError(f"EC2NodeClass {node_class.name} is not ready: {why}")
         return node_class
 
+    @staticmethod
+    def _placement(
+        claim: NodeClaim, node_class: nc.EC2NodeClass
+    ) -> tuple[nc.PlacementGroup | None, int | None]:
+        """The NodeClass's placement group and the partition the claim pins (if any)."""
+        group = node_class.status.placement_group()
+        reqs = from_selector_terms(claim.requirements)
+        return group, placement.pinned_partition(group, reqs)
+
     async def create(self, claim: NodeClaim) -> NodeClaim:
         """Launch one instance for the claim (see the module docstring for ICE fallback)."""
         node_class = await self._node_class(claim)
         self._forget_expired(self.now())
+        group, partition = self._placement(claim, node_class)
+        scope = placement.ice_scope(group, partition)
         tried: list[OfferingRef] = []
         for _ in range(self.max_launch_attempts):
             now = self.now()
             types = self.catalog(node_class)
+            if partition is not None:
+                types = placement.hide_partition_ice(types, self.unavailable, scope, now)
             subnets = self.inflight_ips.adjust(
                 s for s in node_class.status.subnets if self.exhausted_subnets.get(s.id, 0) <= now
             )
@@ -196,7 +212,7 @@ class AWSCloudProvider:
             except launch.NoCapacityError as err:
                 raise InsufficientCapacityError(str(err), tuple(tried)) from None
             result = await self._fleet_retrying(claim, node_class, plan, types, now)
-            tried.extend(self._record(result.errors, plan.capacity_type, now))
+            tried.extend(self._record(result.errors, plan.capacity_type, now, scope))
             if result.instance is not None:
                 groups = frozenset(g.id for g in node_class.status.security_groups)
                 instance = instances.from_fleet(result.instance, groups, now)
@@ -205,7 +221,7 @@ class AWSCloudProvider:
                     0,
                 )
                 self.inflight_ips.consume(instance.subnet_id, pods // 1000 + 1)
-                return self._launched(claim, node_class, instance, types)
+                return self._launched(claim, node_class, instance, types, partition)
             if any(e.code not in errors.CAPACITY for e in result.errors):
                 text = "; ".join(sorted({f"{e.code}: {e.message}" for e in result.errors}))
                 raise CreateError(text, errors.launch_reason(text))
@@ -238,8 +254,9 @@ class AWSCloudProvider:
             del self.exhausted_subnets[subnet]
 
     def _record(
-        self, errs: Sequence[fleet.FleetError], capacity_type: str, now: float
+        self, errs: Sequence[fleet.FleetError], capacity_type: str, now: float, scope: str = ""
     ) -> list[OfferingRef]:
+        """Remember failed pools; ICE inside a placement group only counts for that group."""
         refs = []
         for err in errs:
             if err.code == errors.SPOT_SLR:
@@ -248,7 +265,7 @@ class AWSCloudProvider:
                 # the subnet, not the pool, is out: other subnets of the zone may still launch
                 self.exhausted_subnets[err.subnet_id] = now + self.unavailable.ttl
             elif err.code in errors.UNFULFILLABLE and err.instance_type:
-                self.unavailable.mark(capacity_type, err.instance_type, err.zone, now)
+                self.unavailable.mark(capacity_type, err.instance_type, err.zone, now, scope)
                 refs.append(OfferingRef(err.instance_type, err.zone, capacity_type))
         return refs
 
@@ -268,12 +285,13 @@ class AWSCloudProvider:
             node_class.spec.tags, self.settings.CLUSTER_NAME, claim.nodepool, node_class.name
         )
         named = []
+        where = placement.launch_placement(*self._placement(claim, node_class))
         for (image_id, max_pods), overrides in groups.items():
             content = templates.content(
                 self._cluster(),
                 claim,
                 node_class,
-                templates.Launch(image_id, max_pods, plan.capacity_type, base_tags),
+                templates.Launch(image_id, max_pods, plan.capacity_type, base_tags, where),
             )
             named.append((await self.launch_templates.ensure(content, now), overrides))
         req = fleet.request(plan.capacity_type, named, base_tags, node_class.spec.context)
@@ -295,11 +313,14 @@ class AWSCloudProvider:
         node_class: nc.EC2NodeClass,
         inst: instances.Instance,
         types: Sequence[InstanceType],
+        partition: int | None = None,
     ) -> NodeClaim:
         it = next((t for t in types if t.name == inst.instance_type), None)
         labels = dict(claim.labels)
         if it is not None:
-            labels.update(it.requirements.single_values())
+            labels.update(it.requirements.single_values())  # placement-group-id among them
+        if partition is not None:
+            labels[placement.LABEL_PARTITION] = str(partition)
         labels.update(
             {
                 lbl.INSTANCE_TYPE: inst.instance_type,

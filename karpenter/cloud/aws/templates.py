@@ -43,6 +43,7 @@ class Launch:
     max_pods: int
     capacity_type: str
     tags: Mapping[str, str]
+    placement: tuple[tuple[str, str | int], ...] = ()  # see core/aws/placement.py
 
 
 def default_block_devices(family: str) -> tuple[nc.BlockDevice, ...]:
@@ -114,6 +115,7 @@ def content(
         ),
         ip_prefix_count=spec.ip_prefix_count,
         connection_tracking=_conntrack(spec.connection_tracking),
+        placement=launch.placement,
     )
 
 

@@ -1,0 +1,131 @@
+"""Launching into a placement group on moto: template placement, compatible types, PG-scoped ICE.
+
+The groups exist only in the proxy (moto has no placement-group API); CreateLaunchTemplate and
+CreateFleet go to moto, which stores the template's ``Placement`` as sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws import placement
+from karpenter.core.model.node import NodeClaim, NodeClassRef
+from tests.cloud.aws.builders import node_class
+from tests.cloud.aws.conftest import Moto
+from tests.cloud.aws.fixtures import NOW, Env, claim, env, prices
+from tests.cloud.aws.placement_proxy import Group
+
+__all__ = ("env", "prices")
+
+CLUSTERED = Group("pg-0c1u5t3r", "tight", "cluster")
+PARTITIONS = Group("pg-0a1b2c3d", "parts", "partition", partition_count=7)
+
+
+async def _grouped(e: Env, moto: Moto, group: Group) -> nc.EC2NodeClass:
+    """A NodeClass named ``grouped`` in ``group``, resolved through the proxy and Ready."""
+    moto.capacity.placement_groups.append(group)
+    cls = node_class("grouped", placement_group=nc.SelectorTerm(name=group.name))
+    cls = replace(cls, status=await e.resolver.status(cls, NOW))
+    assert cls.status.ready() == "True", cls.status.conditions
+    e.classes.put(cls)
+    return cls
+
+
+def _in(c: NodeClaim, *extra: tuple[str, str, tuple[str, ...], int | None]) -> NodeClaim:
+    ref = NodeClassRef("karpenter.k8s.aws", "EC2NodeClass", "grouped")
+    return replace(c, node_class_ref=ref, requirements=(*c.requirements, *extra))
+
+
+async def _template_data(e: Env) -> dict[str, Any]:
+    (name,) = e.provider.launch_templates.cached
+    out = await e.clients.ec2.describe_launch_template_versions(LaunchTemplateName=name)
+    data: dict[str, Any] = out["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    return data
+
+
+@pytest.mark.asyncio
+async def test_cluster_group_launch(env: Env, moto: Moto) -> None:
+    """The template names the group, flex types (no cluster support) are not asked for, and
+    the claim carries the placement-group-id label."""
+    await _grouped(env, moto, CLUSTERED)
+    got = await env.provider.create(_in(claim("g-1", "c7i-flex.large", "m5.large")))
+    assert got.labels["node.kubernetes.io/instance-type"] == "m5.large"
+    assert got.labels[placement.LABEL_ID] == "pg-0c1u5t3r"
+    assert placement.LABEL_PARTITION not in got.labels
+    assert {t for t, _ in moto.capacity.last_pools} == {"m5.large"}
+    data = await _template_data(env)
+    assert data["Placement"] == {"GroupId": "pg-0c1u5t3r"}
+
+
+@pytest.mark.asyncio
+async def test_flex_type_launches_without_a_group(env: Env, moto: Moto) -> None:
+    """Control for the test above: without a group the cheaper flex type is asked for."""
+    got = await env.provider.create(claim("d-1", "c7i-flex.large", "m5.large"))
+    assert "c7i-flex.large" in {t for t, _ in moto.capacity.last_pools}
+    assert placement.LABEL_ID not in got.labels
+    assert "Placement" not in await _template_data(env)
+
+
+@pytest.mark.asyncio
+async def test_partition_pinned_by_the_claim(env: Env, moto: Moto) -> None:
+    """A claim that allows only partition 3 launches with PartitionNumber 3 and is labelled."""
+    await _grouped(env, moto, PARTITIONS)
+    pinned = (placement.LABEL_PARTITION, "In", ("3",), None)
+    got = await env.provider.create(_in(claim("g-1", "m5.large"), pinned))
+    assert got.labels[placement.LABEL_ID] == "pg-0a1b2c3d"
+    assert got.labels[placement.LABEL_PARTITION] == "3"
+    data = await _template_data(env)
+    assert data["Placement"] == {"GroupId": "pg-0a1b2c3d", "PartitionNumber": 3}
+
+
+@pytest.mark.asyncio
+async def test_partition_types_offer_every_partition(env: Env, moto: Moto) -> None:
+    """Types of a partition-group class let pods pick any of its partitions."""
+    cls = await _grouped(env, moto, PARTITIONS)
+    m5 = next(it for it in env.provider.catalog(cls) if it.name == "m5.large")
+    assert m5.requirements[placement.LABEL_PARTITION].values == {str(p) for p in range(1, 8)}
+    assert m5.requirements[placement.LABEL_ID].values == {"pg-0a1b2c3d"}
+
+
+@pytest.mark.asyncio
+async def test_full_group_does_not_blacklist_the_zone_for_other_classes(
+    env: Env, moto: Moto
+) -> None:
+    """ICE inside the group hides c5.large for the group's class only; the class outside the
+    group still launches c5.large in the same zones."""
+    grouped = await _grouped(env, moto, CLUSTERED)
+    moto.capacity.empty |= {("c5.large", "us-east-1a"), ("c5.large", "us-east-1b")}
+    got = await env.provider.create(_in(claim("g-1", "c5.large", "m5.large")))
+    assert got.labels["node.kubernetes.io/instance-type"] == "m5.large"
+    now = env.clock()
+    ice = env.provider.unavailable
+    for zone in ("us-east-1a", "us-east-1b"):
+        assert ice.is_unavailable("on-demand", "c5.large", zone, now, "pg-0c1u5t3r")
+        assert not ice.is_unavailable("on-demand", "c5.large", zone, now)
+
+    def c5_available(cls: nc.EC2NodeClass) -> bool:
+        c5 = next(it for it in env.provider.catalog(cls) if it.name == "c5.large")
+        return any(o.available for o in c5.offerings if o.capacity_type == "on-demand")
+
+    assert not c5_available(grouped)
+    assert c5_available(env.classes.items["default"])
+    moto.capacity.empty.clear()
+    other = await env.provider.create(claim("d-1", "c5.large"))
+    assert other.labels["node.kubernetes.io/instance-type"] == "c5.large"
+
+
+@pytest.mark.asyncio
+async def test_partition_ice_is_kept_per_partition(env: Env, moto: Moto) -> None:
+    """ICE for a launch pinned to partition 2 is remembered as <pg>:2, not for the group."""
+    await _grouped(env, moto, PARTITIONS)
+    moto.capacity.empty |= {("c5.large", "us-east-1a"), ("c5.large", "us-east-1b")}
+    pinned = (placement.LABEL_PARTITION, "In", ("2",), None)
+    await env.provider.create(_in(claim("g-1", "c5.large", "m5.large"), pinned))
+    now = env.clock()
+    ice = env.provider.unavailable
+    assert ice.is_unavailable("on-demand", "c5.large", "us-east-1a", now, "pg-0a1b2c3d:2")
+    assert not ice.is_unavailable("on-demand", "c5.large", "us-east-1a", now, "pg-0a1b2c3d")
