@@ -404,7 +404,7 @@ class AWSCloudProvider:
             await self.instances.terminate(instance_id)
 
     async def is_drifted(self, claim: NodeClaim) -> str:
-        """NodeClass-hash, AMI, security-group or subnet drift (``""``: none)."""
+        """NodeClass-hash, AMI, security-group, subnet or placement-group drift (``""``: none)."""
         node_class = await self.nodeclasses.get(claim.node_class_ref.name)
         if node_class is None:
             return ""
@@ -418,4 +418,6 @@ class AWSCloudProvider:
             awslbl.ANNOTATION_NODECLASS_HASH_VERSION: awslbl.NODECLASS_HASH_VERSION,
         }
         facts = drift.InstanceFacts(inst.image_id, inst.subnet_id, inst.security_group_ids)
-        return drift.drift_reason(facts, node_class.status, expected, claim.annotations, current)
+        return drift.drift_reason(
+            facts, node_class.status, expected, claim.annotations, current, claim.labels
+        )

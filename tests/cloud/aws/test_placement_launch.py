@@ -15,7 +15,7 @@ from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws import placement
 from karpenter.core.model.node import NodeClaim, NodeClassRef
 from tests.cloud.aws.builders import node_class
-from tests.cloud.aws.conftest import Moto
+from tests.cloud.aws.conftest import Account, Moto
 from tests.cloud.aws.fixtures import NOW, Env, claim, env, prices
 from tests.cloud.aws.placement_proxy import Group
 
@@ -129,3 +129,19 @@ async def test_partition_ice_is_kept_per_partition(env: Env, moto: Moto) -> None
     ice = env.provider.unavailable
     assert ice.is_unavailable("on-demand", "c5.large", "us-east-1a", now, "pg-0a1b2c3d:2")
     assert not ice.is_unavailable("on-demand", "c5.large", "us-east-1a", now, "pg-0a1b2c3d")
+
+
+@pytest.mark.asyncio
+async def test_placement_group_drift(env: Env, moto: Moto, account: Account) -> None:
+    """A claim launched into one group drifts once its class resolves to another group."""
+    cls = await _grouped(env, moto, CLUSTERED)
+    got = await env.provider.create(_in(claim("g-1", "m5.large")))
+    # moto attaches the VPC default group, EC2 the template's (see test_gc_drift.launch)
+    await env.clients.ec2.modify_instance_attribute(
+        InstanceId=got.provider_id.rsplit("/", 1)[1], Groups=[account.security_group]
+    )
+    assert await env.provider.is_drifted(got) == ""
+    moto.capacity.placement_groups.append(PARTITIONS)
+    moved = replace(cls, spec=replace(cls.spec, placement_group=nc.SelectorTerm(name="parts")))
+    env.classes.put(replace(moved, status=await env.resolver.status(moved, NOW)))
+    assert await env.provider.is_drifted(got) == "PlacementGroupDrift"

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from karpenter.core.aws import catalog, placement, pricing
+from karpenter.core.aws import catalog, drift, placement, pricing
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.ec2types import InstanceTypeInfo
 from karpenter.core.aws.unavailable import UnavailableOfferings
@@ -202,3 +202,28 @@ def test_partition_ice_applies_to_launches_pinned_to_that_partition(
     assert od_1a(types)
     assert not od_1a(placement.hide_partition_ice(types, ice, "pg-0p4:2", 1.0))
     assert od_1a(placement.hide_partition_ice(types, ice, "pg-0p4:1", 1.0))
+
+
+@pytest.mark.parametrize(
+    ("label", "groups", "want"),
+    [
+        pytest.param(None, (), "", id="no-group-anywhere"),
+        pytest.param("pg-0c1", (CLUSTER,), "", id="same-group"),
+        pytest.param("pg-0c1", (PARTITION,), "PlacementGroupDrift", id="other-group"),
+        pytest.param("pg-0c1", (), "PlacementGroupDrift", id="group-removed"),
+        pytest.param(None, (CLUSTER,), "PlacementGroupDrift", id="group-added"),
+    ],
+)
+def test_placement_group_drift(
+    label: str | None, groups: tuple[nc.PlacementGroup, ...], want: str
+) -> None:
+    """The claim's placement-group-id label must equal the class's resolved group id."""
+    facts = drift.InstanceFacts("ami-1", "subnet-1", frozenset({"sg-1"}))
+    status = nc.Status(
+        subnets=(nc.Subnet("subnet-1", "us-east-1a"),),
+        security_groups=(nc.SecurityGroup("sg-1"),),
+        placement_groups=groups,
+    )
+    labels = {placement.LABEL_ID: label} if label else {}
+    assert drift.drift_reason(facts, status, None, {}, {}, labels) == want
+    assert drift.drift_reason(facts, status, None, {}, {}) == ""  # labels not given: unchecked
