@@ -221,6 +221,12 @@ class AWSCloudProvider:
                     0,
                 )
                 self.inflight_ips.consume(instance.subnet_id, pods // 1000 + 1)
+                if (
+                    partition is None
+                    and group is not None
+                    and group.strategy == placement.PARTITION
+                ):
+                    partition = await self._assigned_partition(instance.id)
                 return self._launched(claim, node_class, instance, types, partition)
             if any(e.code not in errors.CAPACITY for e in result.errors):
                 text = "; ".join(sorted({f"{e.code}: {e.message}" for e in result.errors}))
@@ -228,6 +234,17 @@ class AWSCloudProvider:
         raise InsufficientCapacityError(
             "all requested instance types were unavailable during launch", tuple(tried)
         )
+
+    async def _assigned_partition(self, instance_id: str) -> int | None:
+        """The partition EC2 picked for an instance launched without one.
+
+        Upstream holds registration until DescribeInstances shows it; here one describe right
+        after the launch reads it, and the label stays unset if EC2 does not show it yet.
+        """
+        try:
+            return (await self.instances.get(instance_id)).partition
+        except NodeClaimNotFoundError:
+            return None
 
     async def _fleet_retrying(
         self,

@@ -14,7 +14,9 @@ honestly:
 - Placement groups. moto 5.2.1 has no placement-group API; the proxy answers
   DescribePlacementGroups itself from ``Capacity.placement_groups`` (``placement_proxy.py``
   renders EC2's response and its not-found errors; listed in ``deny``, the call itself is
-  refused with ``UnauthorizedOperation``).
+  refused with ``UnauthorizedOperation``). When ``partition_number`` is set, DescribeInstances
+  answers carry it as each instance's ``Placement.PartitionNumber``: moto ignores a template's
+  placement, and this is the partition EC2 would have assigned in a partition group.
 - AWS-owned SSM public parameters (``/aws/service/eks/...``). PutParameter refuses the
   reserved ``/aws`` prefix, so the test seeds them into moto's in-process SSM backend, the way
   moto itself preloads ``/aws/service/ami-amazon-linux-latest``.
@@ -63,6 +65,7 @@ class Capacity:
     codes: dict[tuple[str, str], str] = field(default_factory=dict)  # pool → error (default ICE)
     calls: collections.Counter[str] = field(default_factory=collections.Counter)  # EC2 actions
     placement_groups: list[placement_proxy.Group] = field(default_factory=list)  # EC2's groups
+    partition_number: int | None = None  # the partition EC2 "assigned" (DescribeInstances)
 
 
 @functools.cache
@@ -141,6 +144,7 @@ class _Rewrite:
     body: bytes
     extra: str = ""  # errorSet XML to add to moto's answer
     reply: tuple[int, str] | None = None  # answer without asking moto
+    patch: tuple[str, str] | None = None  # (old, new) replaced throughout moto's answer
 
 
 def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
@@ -154,6 +158,9 @@ def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
         denied = action in capacity.deny  # Karpenter never dry-runs it: deny the call itself
         reply = placement_proxy.answer(query, capacity.placement_groups, denied)
         return _Rewrite(body, reply=reply)
+    if action == "DescribeInstances" and capacity.partition_number is not None:
+        number = f"<partitionNumber>{capacity.partition_number}</partitionNumber>"
+        return _Rewrite(body, patch=("<placement>", "<placement>" + number))
     if action != "CreateFleet":
         return _Rewrite(body)
     capacity.fleet_calls += 1
@@ -204,6 +211,8 @@ def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPSe
             conn.close()
             if rw.extra:
                 data = data.replace("<fleetInstanceSet>", rw.extra + "<fleetInstanceSet>", 1)
+            if rw.patch:
+                data = data.replace(*rw.patch)
             self._reply(resp.status, data, resp.getheader("Content-Type") or "text/xml")
 
         def _reply(self, status: int, text: str, ctype: str = "text/xml") -> None:
@@ -293,6 +302,7 @@ async def clients(moto: Moto, account: Account) -> AsyncIterator[aws_clients.Cli
     moto.capacity.codes.clear()
     moto.capacity.calls.clear()
     moto.capacity.placement_groups.clear()
+    moto.capacity.partition_number = None
     async with aws_clients.open_clients(REGION, moto.proxy_url, _session()) as c:
         yield c
 

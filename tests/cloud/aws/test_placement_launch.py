@@ -145,3 +145,23 @@ async def test_placement_group_drift(env: Env, moto: Moto, account: Account) -> 
     moved = replace(cls, spec=replace(cls.spec, placement_group=nc.SelectorTerm(name="parts")))
     env.classes.put(replace(moved, status=await env.resolver.status(moved, NOW)))
     assert await env.provider.is_drifted(got) == "PlacementGroupDrift"
+
+
+@pytest.mark.asyncio
+async def test_partition_assigned_by_ec2_is_labelled(env: Env, moto: Moto) -> None:
+    """Without a pinned partition the template names none, and the partition EC2 assigned
+    (read back with DescribeInstances) becomes the claim's label."""
+    await _grouped(env, moto, PARTITIONS)
+    moto.capacity.partition_number = 5
+    got = await env.provider.create(_in(claim("g-1", "m5.large")))
+    assert got.labels[placement.LABEL_PARTITION] == "5"
+    assert (await _template_data(env))["Placement"] == {"GroupId": "pg-0a1b2c3d"}
+
+
+@pytest.mark.asyncio
+async def test_partition_not_yet_visible_leaves_the_label_unset(env: Env, moto: Moto) -> None:
+    """If DescribeInstances shows no partition, the claim is launched without the label."""
+    await _grouped(env, moto, PARTITIONS)
+    got = await env.provider.create(_in(claim("g-1", "m5.large")))
+    assert got.labels[placement.LABEL_ID] == "pg-0a1b2c3d"
+    assert placement.LABEL_PARTITION not in got.labels
