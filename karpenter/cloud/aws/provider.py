@@ -213,6 +213,7 @@ class AWSCloudProvider:
                 raise InsufficientCapacityError(str(err), tuple(tried)) from None
             result = await self._fleet_retrying(claim, node_class, plan, types, now)
             tried.extend(self._record(result.errors, plan.capacity_type, now, scope))
+            self._spread_full(result.errors, plan.capacity_type, types, group, now)
             if result.instance is not None:
                 groups = frozenset(g.id for g in node_class.status.security_groups)
                 instance = instances.from_fleet(result.instance, groups, now)
@@ -285,6 +286,21 @@ class AWSCloudProvider:
                 self.unavailable.mark(capacity_type, err.instance_type, err.zone, now, scope)
                 refs.append(OfferingRef(err.instance_type, err.zone, capacity_type))
         return refs
+
+    def _spread_full(
+        self,
+        errs: Sequence[fleet.FleetError],
+        capacity_type: str,
+        types: Sequence[InstanceType],
+        group: nc.PlacementGroup | None,
+        now: float,
+    ) -> None:
+        """A spread group full in a zone: every type in that zone is out, for this group."""
+        if group is None:
+            return
+        for zone in sorted({e.zone for e in errs if errors.is_spread_limit(e.code, e.message)}):
+            for it in types:
+                self.unavailable.mark(capacity_type, it.name, zone, now, group.id)
 
     async def _fleet(
         self,

@@ -63,6 +63,7 @@ class Capacity:
     last_pools: list[tuple[str, str]] = field(default_factory=list)  # last CreateFleet's pools
     deny: set[str] = field(default_factory=set)  # EC2 actions whose dry runs are unauthorized
     codes: dict[tuple[str, str], str] = field(default_factory=dict)  # pool → error (default ICE)
+    messages: dict[tuple[str, str], str] = field(default_factory=dict)  # pool → error message
     calls: collections.Counter[str] = field(default_factory=collections.Counter)  # EC2 actions
     placement_groups: list[placement_proxy.Group] = field(default_factory=list)  # EC2's groups
     partition_number: int | None = None  # the partition EC2 "assigned" (DescribeInstances)
@@ -108,14 +109,14 @@ def _rewrite_fleet(
     return other, dropped, requested
 
 
-def _error_items(
-    dropped: list[dict[str, str]], lifecycle: str, codes: dict[tuple[str, str], str]
-) -> str:
+def _error_items(dropped: list[dict[str, str]], lifecycle: str, capacity: Capacity) -> str:
     items = []
     for d in dropped:
-        code = codes.get(
-            (d.get("InstanceType", ""), d.get("AvailabilityZone", "")),
-            "InsufficientInstanceCapacity",
+        pool = (d.get("InstanceType", ""), d.get("AvailabilityZone", ""))
+        code = capacity.codes.get(pool, "InsufficientInstanceCapacity")
+        message = capacity.messages.get(
+            pool,
+            "We currently do not have sufficient capacity in the Availability Zone you requested.",
         )
         items.append(
             "<item><launchTemplateAndOverrides><overrides>"
@@ -125,8 +126,7 @@ def _error_items(
             "</overrides></launchTemplateAndOverrides>"
             f"<lifecycle>{lifecycle}</lifecycle>"
             f"<errorCode>{code}</errorCode>"
-            "<errorMessage>We currently do not have sufficient capacity in the "
-            "Availability Zone you requested.</errorMessage>"
+            f"<errorMessage>{message}</errorMessage>"
             "</item>"
         )
     return "<errorSet>" + "".join(items) + "</errorSet>"
@@ -173,7 +173,7 @@ def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
     params, dropped, capacity.last_pools = _rewrite_fleet(params, empty)
     if not dropped:
         return _Rewrite(body)
-    extra = _error_items(dropped, dict(params).get(key, "on-demand"), capacity.codes)
+    extra = _error_items(dropped, dict(params).get(key, "on-demand"), capacity)
     if not any(".Overrides." in k for k, _ in params):
         return _Rewrite(
             body,
@@ -300,6 +300,7 @@ async def clients(moto: Moto, account: Account) -> AsyncIterator[aws_clients.Cli
     moto.capacity.last_pools = []
     moto.capacity.deny.clear()
     moto.capacity.codes.clear()
+    moto.capacity.messages.clear()
     moto.capacity.calls.clear()
     moto.capacity.placement_groups.clear()
     moto.capacity.partition_number = None

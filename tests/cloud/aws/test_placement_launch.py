@@ -165,3 +165,44 @@ async def test_partition_not_yet_visible_leaves_the_label_unset(env: Env, moto: 
     got = await env.provider.create(_in(claim("g-1", "m5.large")))
     assert got.labels[placement.LABEL_ID] == "pg-0a1b2c3d"
     assert placement.LABEL_PARTITION not in got.labels
+
+
+SPREAD_FULL = (
+    "You've reached the limit of instances in this spread placement group. A spread placement "
+    "group can have up to seven instances per Availability Zone."
+)
+
+
+@pytest.mark.asyncio
+async def test_full_spread_group_closes_the_zone_for_the_group(env: Env, moto: Moto) -> None:
+    """EC2's spread-limit error hides every type in that zone for the group (not outside it);
+    the launch lands in another zone."""
+    grouped = await _grouped(
+        env, moto, Group("pg-05pr3ad0", "apart", "spread", spread_level="rack")
+    )
+    full = {("c5.large", "us-east-1a"), ("m5.large", "us-east-1a")}
+    moto.capacity.empty |= full
+    moto.capacity.codes.update(dict.fromkeys(full, "UnfulfillableCapacity"))
+    moto.capacity.messages.update(dict.fromkeys(full, SPREAD_FULL))
+    got = await env.provider.create(_in(claim("g-1", "c5.large", "m5.large")))
+    assert got.labels["topology.kubernetes.io/zone"] == "us-east-1b"
+    now = env.clock()
+    ice = env.provider.unavailable
+    assert ice.is_unavailable("on-demand", "r5.large", "us-east-1a", now, "pg-05pr3ad0")
+    assert not ice.is_unavailable("on-demand", "r5.large", "us-east-1b", now, "pg-05pr3ad0")
+    assert not ice.is_unavailable("on-demand", "r5.large", "us-east-1a", now)
+    r5 = next(it for it in env.provider.catalog(grouped) if it.name == "r5.large")
+    on_demand = {o.zone for o in r5.offerings if o.available and o.capacity_type == "on-demand"}
+    assert on_demand == {"us-east-1b"}
+
+
+@pytest.mark.asyncio
+async def test_plain_capacity_error_in_a_spread_group_stays_per_type(env: Env, moto: Moto) -> None:
+    """An ordinary ICE inside a spread group hides only that type (scoped to the group)."""
+    await _grouped(env, moto, Group("pg-05pr3ad0", "apart", "spread", spread_level="rack"))
+    moto.capacity.empty |= {("c5.large", "us-east-1a")}
+    await env.provider.create(_in(claim("g-1", "c5.large", "m5.large")))
+    now = env.clock()
+    ice = env.provider.unavailable
+    assert ice.is_unavailable("on-demand", "c5.large", "us-east-1a", now, "pg-05pr3ad0")
+    assert not ice.is_unavailable("on-demand", "r5.large", "us-east-1a", now, "pg-05pr3ad0")
