@@ -28,11 +28,8 @@ def status_doc(status: nc.Status, transition_time: str) -> dict[str, Any]:
             for a in status.amis
         ],
         "instanceProfile": status.instance_profile,
-        **(
-            {"placementGroups": [_placement_doc(g) for g in status.placement_groups]}
-            if status.placement_groups
-            else {}
-        ),
+        # always written: the status is merge-patched, and an absent key would keep a stale group
+        "placementGroups": [_placement_doc(g) for g in status.placement_groups],
         "conditions": [
             {
                 "type": c.type,

@@ -140,3 +140,9 @@ def test_status_round_trips_through_the_crd_shape() -> None:
         }
     ]
     assert ec2nodeclass_status.status_from_doc(doc).placement_groups == status.placement_groups
+
+
+def test_status_without_a_group_clears_the_field() -> None:
+    """The status is merge-patched: no group is written as an empty list, not left out."""
+    doc = ec2nodeclass_status.status_doc(nc.Status(), "2026-11-23T00:00:00Z")
+    assert doc["placementGroups"] == []
