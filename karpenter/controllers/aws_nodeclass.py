@@ -1,8 +1,8 @@
 """EC2NodeClass controller: resolve status, keep the hash annotation, finalize on deletion.
 
-Reconcile order follows upstream: add the finalizer, resolve AMIs, the placement group, subnets,
-security groups and the instance profile into ``status`` with conditions, then patch once (unchanged status is
-not written). Deletion waits for the class's NodeClaims, then deletes its launch templates and
+Reconcile order follows upstream: add the finalizer, resolve AMIs, the placement group,
+subnets, security groups and the instance profile into ``status`` with conditions, then patch
+once (unchanged status is not written). Deletion waits for the class's NodeClaims, then deletes its launch templates and
 its managed instance profile (kept in isolated VPCs, as upstream) and drops the finalizer.
 """
 
