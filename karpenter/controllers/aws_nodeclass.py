@@ -2,8 +2,9 @@
 
 Reconcile order follows upstream: add the finalizer, resolve AMIs, the placement group,
 subnets, security groups and the instance profile into ``status`` with conditions, then patch
-once (unchanged status is not written). Deletion waits for the class's NodeClaims, then deletes its launch templates and
-its managed instance profile (kept in isolated VPCs, as upstream) and drops the finalizer.
+once (unchanged status is not written). Deletion waits for the class's NodeClaims, then
+deletes its launch templates and its managed instance profile (kept in isolated VPCs, as
+upstream) and drops the finalizer.
 """
 
 from __future__ import annotations
