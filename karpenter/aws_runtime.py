@@ -25,6 +25,7 @@ from karpenter.aio.clock import Clock
 from karpenter.api import decode
 from karpenter.api.ec2nodeclass_status import status_doc
 from karpenter.cloud.aws import factory, sqs
+from karpenter.cloud.aws import zonalshift as arc_zonalshift
 from karpenter.cloud.aws.factory import open_provider
 from karpenter.cloud.aws.provider import AWSCloudProvider
 from karpenter.controllers import aws_tagging as tagging
@@ -34,6 +35,7 @@ from karpenter.controllers.aws_interruption import InterruptionController
 from karpenter.controllers.aws_nodeclass import NodeClassController
 from karpenter.controllers.aws_profile_gc import ProfileCollector
 from karpenter.controllers.aws_refresh import Refresher
+from karpenter.controllers.aws_zonalshift import ZonalShiftPoller
 from karpenter.core.aws import interruption as interruption_msg
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
@@ -288,12 +290,24 @@ async def open_aws(
                     lambda: _second(profiles.reconcile()),
                 )
             )
+        if settings.ENABLE_ZONAL_SHIFT:
+            services.extend(await _zonal_shift(cloud, clock))
         if settings.INTERRUPTION_QUEUE:
             interruption = InterruptionController(claims, cloud.unavailable, clock.now, events)
             services.append(
                 _interruptions(cloud, interruption, settings.INTERRUPTION_QUEUE, clock, metrics)
             )
         yield AWSRuntime(cloud, [(EC2NODECLASSES, classes.store)], services)
+
+
+async def _zonal_shift(cloud: AWSCloudProvider, clock: Clock) -> list[Service]:
+    """The 30s zonal-shift poll, when ARC manages the cluster (else none, as upstream now)."""
+    arn = cloud.cluster_arn
+    if not arn or not await arc_zonalshift.registered(cloud.clients.arc, arn):
+        get_logger("aws").warning("cluster is not registered with ARC zonal shift", arn=arn)
+        return []
+    poller = ZonalShiftPoller(cloud, cloud.clients.arc, arn, clock.now)
+    return [_every(clock, "providers.zonalshift", poller.reconcile)]
 
 
 def _interruptions(

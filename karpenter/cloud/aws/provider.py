@@ -6,7 +6,8 @@ ICE memory), plans the fleet (``core/aws/launch.py``), ensures one launch templa
 hidden for 3 minutes and the launch is planned again without them, up to
 ``max_launch_attempts`` fleets; only then does the claim fail with InsufficientCapacity.
 Launches into the NodeClass's placement group remember their ICE under the group (and the
-pinned partition), see ``core/aws/placement.py``.
+pinned partition), see ``core/aws/placement.py``. Zones under an ARC zonal shift offer
+nothing and their instances are not terminated (``core/aws/zonalshift.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from karpenter.cloud.aws.clients import Clients
 from karpenter.cloud.aws.ec2data import RegionTypes
 from karpenter.cloud.aws.repair import REPAIR_POLICIES, RepairPolicy
 from karpenter.cloud.provider import (
+    CloudProviderError,
     CreateError,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
@@ -40,6 +42,7 @@ from karpenter.core.aws.discovered import DiscoveredCapacity
 from karpenter.core.aws.pricing import PriceTable
 from karpenter.core.aws.subnets import InflightIPs
 from karpenter.core.aws.unavailable import UnavailableOfferings
+from karpenter.core.aws.zonalshift import ZonalShifts
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import NodeClaim
@@ -91,6 +94,8 @@ class AWSCloudProvider:
         self.fleets = fleet.Fleets(clients.ec2)
         self.launch_templates = launchtemplates.LaunchTemplates(clients.ec2, settings.CLUSTER_NAME)
         self._catalogs: dict[tuple[object, ...], tuple[InstanceType, ...]] = {}
+        self.zonal_shifts = ZonalShifts()  # polled by controllers/aws_zonalshift.py
+        self.cluster_arn = ""  # from EKS DescribeCluster (ARC knows the cluster by it)
 
     @property
     def region(self) -> RegionTypes:
@@ -133,6 +138,7 @@ class AWSCloudProvider:
             self._data_version,
             self.unavailable.active(self.now()),
             tuple(sorted(self.discovered.for_amis(self._amis_key(node_class), self.now()).items())),
+            self.zonal_shifts.shifted(self.now()),
         )
         found = self._catalogs.get(key)
         if found is None:
@@ -142,6 +148,7 @@ class AWSCloudProvider:
                 self.region,
                 self.prices,
                 self.discovered.for_amis(self._amis_key(node_class), self.now()),
+                self.zonal_shifts.shifted(self.now()),
             )
             found = catalog.build(self.region.infos, inp, self.unavailable, self.now())
             self._catalogs = {key: found}  # one NodeClass at a time is the common case
@@ -433,6 +440,12 @@ class AWSCloudProvider:
         if not instance_id:
             raise NodeClaimNotFoundError(f"not an AWS provider id: {claim.provider_id!r}")
         inst = await self.instances.get(instance_id)
+        zone_id = self.region.zone_ids.get(inst.zone, "")
+        if zone_id in self.zonal_shifts.shifted(self.now()):
+            # as upstream: nothing is terminated in a zone ARC shifted traffic away from
+            raise CloudProviderError(
+                f"refusing to terminate {instance_id}: zone {inst.zone} is zonal-shifted"
+            )
         if inst.state not in ("shutting-down", "terminated"):
             await self.instances.terminate(instance_id)
 

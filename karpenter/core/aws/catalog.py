@@ -43,6 +43,7 @@ class CatalogInput:
     # memory (milli-bytes) seen on registered Nodes, by type; replaces the overhead estimate
     discovered_memory: Mapping[str, int] = field(default_factory=dict)
     placement_group: nc.PlacementGroup | None = None  # the NodeClass's resolved group
+    shifted_zone_ids: frozenset[str] = frozenset()  # ARC zonal shift: no offerings there
 
 
 def _os(family: str, arch: str) -> tuple[str, ...]:
@@ -95,7 +96,8 @@ def offerings(
     unavailable: UnavailableOfferings | None,
     now: float,
 ) -> tuple[Offering, ...]:
-    """One offering per zone × capacity type; unpriced or ICE-cached ones are unavailable.
+    """One offering per zone × capacity type; unpriced, ICE-cached or zonal-shifted ones are
+    unavailable.
 
     ICE met inside the NodeClass's placement group counts here too, ICE met in other groups
     does not.
@@ -113,11 +115,9 @@ def offerings(
             ice = unavailable is not None and unavailable.is_unavailable(
                 ct, info.name, zone, now, placement.ice_scope(inp.placement_group)
             )
-            out.append(
-                Offering(
-                    zone, ct, price if price is not None else 0.0, price is not None and not ice
-                )
-            )
+            shifted = inp.zone_ids.get(zone, "") in inp.shifted_zone_ids
+            ok = price is not None and not ice and not shifted
+            out.append(Offering(zone, ct, price if price is not None else 0.0, ok))
     return tuple(out)
 
 

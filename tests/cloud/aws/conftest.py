@@ -17,6 +17,9 @@ honestly:
   refused with ``UnauthorizedOperation``). When ``partition_number`` is set, DescribeInstances
   answers carry it as each instance's ``Placement.PartitionNumber``: moto ignores a template's
   placement, and this is the partition EC2 would have assigned in a partition group.
+- ARC zonal shift. moto 5.2.1 has no ``arc-zonal-shift``; the proxy answers its
+  GetManagedResource (``GET /managedresources/<arn>``) from ``Capacity.arc``
+  (``arc_proxy.py``: ARC's JSON shape, ``ResourceNotFoundException`` for an unmanaged ARN).
 - AWS-owned SSM public parameters (``/aws/service/eks/...``). PutParameter refuses the
   reserved ``/aws`` prefix, so the test seeds them into moto's in-process SSM backend, the way
   moto itself preloads ``/aws/service/ami-amazon-linux-latest``.
@@ -46,7 +49,7 @@ from moto.ssm.models import Parameter, ssm_backends
 from karpenter.cloud.aws import clients as aws_clients
 from karpenter.cloud.aws import ec2data
 from karpenter.cloud.aws.ec2data import RegionTypes
-from tests.cloud.aws import placement_proxy
+from tests.cloud.aws import arc_proxy, placement_proxy
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -67,6 +70,7 @@ class Capacity:
     calls: collections.Counter[str] = field(default_factory=collections.Counter)  # EC2 actions
     placement_groups: list[placement_proxy.Group] = field(default_factory=list)  # EC2's groups
     partition_number: int | None = None  # the partition EC2 "assigned" (DescribeInstances)
+    arc: arc_proxy.Resources = field(default_factory=arc_proxy.Resources)  # ARC zonal shifts
 
 
 @functools.cache
@@ -143,12 +147,14 @@ _DENIED = (
 class _Rewrite:
     body: bytes
     extra: str = ""  # errorSet XML to add to moto's answer
-    reply: tuple[int, str] | None = None  # answer without asking moto
+    reply: tuple[int, str] | tuple[int, str, str] | None = None  # answer without moto
     patch: tuple[str, str] | None = None  # (old, new) replaced throughout moto's answer
 
 
-def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
-    """What EC2 would do differently from moto for this request."""
+def _rewrite(body: bytes, capacity: Capacity, path: str = "/") -> _Rewrite:
+    """What EC2 would do differently from moto for this request (or ARC, which moto lacks)."""
+    if path.startswith(arc_proxy.PREFIX):
+        return _Rewrite(body, reply=(*arc_proxy.answer(path, capacity.arc), "application/json"))
     action = dict(urllib.parse.parse_qsl(body.decode())).get("Action", "")
     capacity.calls[action] += 1
     if action in capacity.deny and b"DryRun=true" in body:
@@ -195,7 +201,8 @@ def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPSe
             pass
 
         def _forward(self, method: str) -> None:
-            rw = _rewrite(self.rfile.read(int(self.headers.get("Content-Length") or 0)), capacity)
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            rw = _rewrite(body, capacity, self.path)
             if rw.reply is not None:
                 return self._reply(*rw.reply)
             conn = http.client.HTTPConnection(
@@ -304,6 +311,7 @@ async def clients(moto: Moto, account: Account) -> AsyncIterator[aws_clients.Cli
     moto.capacity.calls.clear()
     moto.capacity.placement_groups.clear()
     moto.capacity.partition_number = None
+    moto.capacity.arc.managed.clear()
     async with aws_clients.open_clients(REGION, moto.proxy_url, _session()) as c:
         yield c
 

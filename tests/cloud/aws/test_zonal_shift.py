@@ -1,0 +1,107 @@
+"""ARC zonal shift against the proxy (moto has no ARC): polling, launches, terminations."""
+
+from __future__ import annotations
+
+import pytest
+from structlog.testing import capture_logs
+
+from karpenter.cloud.aws import zonalshift as arc
+from karpenter.cloud.provider import CloudProviderError
+from karpenter.controllers.aws_zonalshift import ZonalShiftPoller
+from tests.cloud.aws.arc_proxy import Shift
+from tests.cloud.aws.conftest import Moto
+from tests.cloud.aws.fixtures import Env, claim, env, prices
+
+__all__ = ("env", "prices")
+
+ARN = "arn:aws:eks:us-east-1:123456789012:cluster/demo"
+TYPES = ("m5.large", "c5.large")
+
+
+def _poller(e: Env) -> ZonalShiftPoller:
+    e.provider.cluster_arn = ARN
+    return ZonalShiftPoller(e.provider, e.clients.arc, ARN, e.clock)
+
+
+def _zone_id(e: Env, zone: str) -> str:
+    return e.provider.region.zone_ids[zone]
+
+
+@pytest.mark.asyncio
+async def test_registered_only_when_arc_manages_the_cluster(env: Env, moto: Moto) -> None:
+    """GetManagedResource answering means registered; ResourceNotFound means not."""
+    assert not await arc.registered(env.clients.arc, ARN)
+    moto.capacity.arc.managed[ARN] = []
+    assert await arc.registered(env.clients.arc, ARN)
+
+
+@pytest.mark.asyncio
+async def test_shifted_zone_gets_no_launches(env: Env, moto: Moto) -> None:
+    """After a poll sees an applied shift away from us-east-1a, launches avoid that zone."""
+    shifted = _zone_id(env, "us-east-1a")
+    moto.capacity.arc.managed[ARN] = [Shift(shifted, env.clock() + 3600)]
+    with capture_logs() as logs:
+        assert await _poller(env).reconcile() == 30.0
+    assert env.provider.zonal_shifts.shifted(env.clock()) == {shifted}
+    assert [(e["event"], e["zone_id"]) for e in logs] == [("ZonalShiftActive", shifted)]
+    for n in range(2):
+        got = await env.provider.create(claim(f"default-{n}", *TYPES))
+        assert got.labels["topology.kubernetes.io/zone"] == "us-east-1b"
+        assert {z for _, z in moto.capacity.last_pools} == {"us-east-1b"}
+
+
+@pytest.mark.asyncio
+async def test_not_applied_or_expired_shifts_change_nothing(env: Env, moto: Moto) -> None:
+    """Shifts ARC has not applied, and expired ones, leave the zone in use."""
+    moto.capacity.arc.managed[ARN] = [
+        Shift(_zone_id(env, "us-east-1a"), env.clock() + 3600, applied=False),
+        Shift(_zone_id(env, "us-east-1b"), env.clock() - 1),
+    ]
+    await _poller(env).reconcile()
+    assert env.provider.zonal_shifts.shifted(env.clock()) == frozenset()
+    await env.provider.create(claim("default-1", *TYPES))
+    assert {z for _, z in moto.capacity.last_pools} == {"us-east-1a", "us-east-1b"}
+
+
+@pytest.mark.asyncio
+async def test_autoshift_counts_as_shifted(env: Env, moto: Moto) -> None:
+    """An applied autoshift (no expiry) shifts the zone too."""
+    zone_id = _zone_id(env, "us-east-1b")
+    moto.capacity.arc.managed[ARN] = [Shift(zone_id, autoshift=True)]
+    await _poller(env).reconcile()
+    assert env.provider.zonal_shifts.shifted(env.clock()) == {zone_id}
+
+
+@pytest.mark.asyncio
+async def test_no_termination_in_a_shifted_zone(env: Env, moto: Moto) -> None:
+    """Deleting an instance in a shifted zone is refused until the shift is cleared."""
+    got = await env.provider.create(claim("default-1", "c5.large"))
+    zone = got.labels["topology.kubernetes.io/zone"]
+    moto.capacity.arc.managed[ARN] = [Shift(_zone_id(env, zone), env.clock() + 3600)]
+    poller = _poller(env)
+    await poller.reconcile()
+    with pytest.raises(CloudProviderError, match="zonal-shifted"):
+        await env.provider.delete(got)
+    assert moto.capacity.calls["TerminateInstances"] == 0
+    moto.capacity.arc.managed[ARN] = []
+    with capture_logs() as logs:
+        await poller.reconcile()
+    assert any(e["event"] == "ZonalShiftCleared" for e in logs)
+    await env.provider.delete(got)
+    assert moto.capacity.calls["TerminateInstances"] == 1
+
+
+@pytest.mark.asyncio
+async def test_failed_poll_keeps_the_last_shifts(env: Env, moto: Moto) -> None:
+    """When ARC cannot be read, the shifts already known stay (they expire on their own)."""
+    zone_id = _zone_id(env, "us-east-1a")
+    moto.capacity.arc.managed[ARN] = [Shift(zone_id, env.clock() + 60)]
+    poller = _poller(env)
+    await poller.reconcile()
+    del moto.capacity.arc.managed[ARN]
+    with capture_logs() as logs:
+        assert await poller.reconcile() == 30.0
+    assert any(e["event"] == "getting zonal shifts failed" for e in logs)
+    assert env.provider.zonal_shifts.shifted(env.clock()) == {zone_id}
+    env.clock.t += 61
+    assert env.provider.zonal_shifts.shifted(env.clock()) == frozenset()
