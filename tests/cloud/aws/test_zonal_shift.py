@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from structlog.testing import capture_logs
 
 from karpenter.cloud.aws import zonalshift as arc
 from karpenter.cloud.provider import CloudProviderError
+from karpenter.controllers.aws_gc import GarbageCollector
 from karpenter.controllers.aws_zonalshift import ZonalShiftPoller
 from tests.cloud.aws.arc_proxy import Shift
+from tests.cloud.aws.builders import Claims
 from tests.cloud.aws.conftest import Moto
 from tests.cloud.aws.fixtures import Env, claim, env, prices
 
@@ -105,3 +109,24 @@ async def test_failed_poll_keeps_the_last_shifts(env: Env, moto: Moto) -> None:
     assert env.provider.zonal_shifts.shifted(env.clock()) == {zone_id}
     env.clock.t += 61
     assert env.provider.zonal_shifts.shifted(env.clock()) == frozenset()
+
+
+@pytest.mark.asyncio
+async def test_garbage_collection_skips_shifted_zones(env: Env, moto: Moto) -> None:
+    """A leaked instance in a shifted zone is left (with its Node); others are collected."""
+    first = await env.provider.create(claim("default-1", "c5.large"))
+    zone = first.labels["topology.kubernetes.io/zone"]
+    other = "us-east-1b" if zone == "us-east-1a" else "us-east-1a"
+    pinned = ("topology.kubernetes.io/zone", "In", (other,), None)
+    second = await env.provider.create(
+        replace(claim("default-2", "c5.large"), requirements=(*claim().requirements, pinned))
+    )
+    assert second.labels["topology.kubernetes.io/zone"] == other
+    moto.capacity.arc.managed[ARN] = [Shift(_zone_id(env, zone), env.clock() + 3600)]
+    await _poller(env).reconcile()
+    claims = Claims()
+    gc = GarbageCollector(env.provider, claims, env.clock)
+    env.clock.t = max(c.creation for c in await env.provider.list()) + 31
+    collected, _ = await gc.reconcile()
+    assert collected == [second.provider_id]
+    assert claims.nodes_deleted == [second.provider_id]
