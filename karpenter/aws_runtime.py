@@ -39,10 +39,19 @@ from karpenter.controllers.aws_zonalshift import ZonalShiftPoller
 from karpenter.core.aws import interruption as interruption_msg
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
-from karpenter.core.aws import tags
+from karpenter.core.aws import tags, zonalshift
 from karpenter.core.model.node import NodeClaim
+from karpenter.core.scheduling.requirements import from_selector_terms
 from karpenter.kube import codec, errors
-from karpenter.kube.client import EC2NODECLASSES, NODECLAIMS, NODES, KubeClient, Obj, Resource
+from karpenter.kube.client import (
+    EC2NODECLASSES,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    KubeClient,
+    Obj,
+    Resource,
+)
 from karpenter.kube.events import EventRecorder
 from karpenter.kube.informers import Sink
 from karpenter.observability.logging import get_logger
@@ -291,7 +300,8 @@ async def open_aws(
                 )
             )
         if settings.ENABLE_ZONAL_SHIFT:
-            services.extend(await _zonal_shift(cloud, clock))
+            audience = _ShiftAudience(state, classes, recorder)
+            services.extend(await _zonal_shift(cloud, clock, audience))
         if settings.INTERRUPTION_QUEUE:
             interruption = InterruptionController(claims, cloud.unavailable, clock.now, events)
             services.append(
@@ -300,14 +310,47 @@ async def open_aws(
         yield AWSRuntime(cloud, [(EC2NODECLASSES, classes.store)], services)
 
 
-async def _zonal_shift(cloud: AWSCloudProvider, clock: Clock) -> list[Service]:
+async def _zonal_shift(
+    cloud: AWSCloudProvider, clock: Clock, audience: _ShiftAudience
+) -> list[Service]:
     """The 30s zonal-shift poll, when ARC manages the cluster (else none, as upstream now)."""
     arn = cloud.cluster_arn
     if not arn or not await arc_zonalshift.registered(cloud.clients.arc, arn):
         get_logger("aws").warning("cluster is not registered with ARC zonal shift", arn=arn)
         return []
-    poller = ZonalShiftPoller(cloud, cloud.clients.arc, arn, clock.now)
+    poller = ZonalShiftPoller(cloud, cloud.clients.arc, arn, clock.now, audience)
     return [_every(clock, "providers.zonalshift", poller.reconcile)]
+
+
+@dataclass
+class _ShiftAudience:
+    """NodePools and their NodeClasses' zones from the mirror; Events through the recorder."""
+
+    state: ClusterState
+    classes: NodeClasses
+    recorder: EventRecorder
+
+    async def pools(self) -> list[zonalshift.PoolView]:
+        """Active NodePools with their requirements and their NodeClass's zone ids."""
+        out = []
+        for pool in self.state.active_nodepools():
+            node_class = self.classes.store.get(pool.template.node_class_ref.name)
+            subnets = node_class.status.subnets if node_class is not None else ()
+            zones = {s.zone_id: s.zone for s in subnets if s.zone_id}
+            reqs = from_selector_terms(pool.template.requirements)
+            out.append(zonalshift.PoolView(pool.name, reqs, zones))
+        return out
+
+    async def publish(self, event: zonalshift.Event) -> None:
+        """Post the Event on its NodePool."""
+        raw = self.state.nodepools.raw(event.nodepool) or {}
+        involved = {
+            "apiVersion": NODEPOOLS.api_version,
+            "kind": "NodePool",
+            "name": event.nodepool,
+            "uid": str((raw.get("metadata") or {}).get("uid", "")),
+        }
+        await self.recorder.publish(involved, event.type, event.reason, event.message)
 
 
 def _interruptions(

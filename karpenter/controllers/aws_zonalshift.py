@@ -2,7 +2,8 @@
 
 The provider turns shifted zone ids into unavailable offerings and refuses terminations there
 (``core/aws/zonalshift.py``). A failed poll keeps the last known shifts, which expire on their
-own. Changes are logged as ``ZonalShiftActive`` / ``ZonalShiftCleared``.
+own. Changes are logged, and posted as ``ZonalShiftActive`` / ``ZonalShiftCleared`` Events on
+the NodePools that could launch in the zone.
 """
 
 from __future__ import annotations
@@ -23,6 +24,18 @@ class Shifted(Protocol):
     zonal_shifts: ZonalShifts
 
 
+class Audience(Protocol):
+    """The NodePools that hear about shifts, and where their Events go."""
+
+    async def pools(self) -> list[zonalshift.PoolView]:
+        """Every NodePool with its requirements and its NodeClass's zones."""
+        ...
+
+    async def publish(self, event: zonalshift.Event) -> None:
+        """Post one Event on its NodePool."""
+        ...
+
+
 class ZonalShiftPoller:
     """``reconcile()`` polls once and returns seconds until the next poll."""
 
@@ -32,9 +45,11 @@ class ZonalShiftPoller:
         arc_client: Any,
         cluster_arn: str,
         now: Callable[[], float],
+        audience: Audience | None = None,
         log: Any = None,
     ) -> None:
         self.target = target
+        self.audience = audience
         self.arc = arc_client
         self.cluster_arn = cluster_arn
         self.now = now
@@ -55,4 +70,7 @@ class ZonalShiftPoller:
             self.log.info("ZonalShiftActive", zone_id=zone_id)
         for zone_id in sorted(before - after):
             self.log.info("ZonalShiftCleared", zone_id=zone_id)
+        if self.audience is not None and before != after:
+            for event in zonalshift.events(before, after, await self.audience.pools()):
+                await self.audience.publish(event)
         return zonalshift.POLL_SECONDS

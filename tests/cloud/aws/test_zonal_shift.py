@@ -11,6 +11,8 @@ from karpenter.cloud.aws import zonalshift as arc
 from karpenter.cloud.provider import CloudProviderError
 from karpenter.controllers.aws_gc import GarbageCollector
 from karpenter.controllers.aws_zonalshift import ZonalShiftPoller
+from karpenter.core.aws import zonalshift
+from karpenter.core.scheduling.requirements import Requirements
 from tests.cloud.aws.arc_proxy import Shift
 from tests.cloud.aws.builders import Claims
 from tests.cloud.aws.conftest import Moto
@@ -130,3 +132,38 @@ async def test_garbage_collection_skips_shifted_zones(env: Env, moto: Moto) -> N
     collected, _ = await gc.reconcile()
     assert collected == [second.provider_id]
     assert claims.nodes_deleted == [second.provider_id]
+
+
+class _Audience:
+    """One unrestricted NodePool over the default NodeClass's zones; Events recorded."""
+
+    def __init__(self, e: Env) -> None:
+        self.env = e
+        self.posted: list[zonalshift.Event] = []
+
+    async def pools(self) -> list[zonalshift.PoolView]:
+        subnets = self.env.classes.items["default"].status.subnets
+        zones = {s.zone_id: s.zone for s in subnets}
+        return [zonalshift.PoolView("default", Requirements(), zones)]
+
+    async def publish(self, event: zonalshift.Event) -> None:
+        self.posted.append(event)
+
+
+@pytest.mark.asyncio
+async def test_nodepools_hear_of_shifts_once(env: Env, moto: Moto) -> None:
+    """A shift is announced on the NodePool once, its clearing once, repeats say nothing."""
+    env.provider.cluster_arn = ARN
+    audience = _Audience(env)
+    poller = ZonalShiftPoller(env.provider, env.clients.arc, ARN, env.clock, audience)
+    zone_id = _zone_id(env, "us-east-1a")
+    moto.capacity.arc.managed[ARN] = [Shift(zone_id, env.clock() + 3600)]
+    await poller.reconcile()
+    await poller.reconcile()
+    moto.capacity.arc.managed[ARN] = []
+    await poller.reconcile()
+    assert [(e.nodepool, e.type, e.reason) for e in audience.posted] == [
+        ("default", "Warning", "ZonalShiftActive"),
+        ("default", "Normal", "ZonalShiftCleared"),
+    ]
+    assert f"us-east-1a ({zone_id})" in audience.posted[0].message

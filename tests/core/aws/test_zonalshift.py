@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from karpenter.core.aws import catalog, pricing, zonalshift
 from karpenter.core.aws.ec2types import InstanceTypeInfo
 from karpenter.core.aws.zonalshift import Shift, ZonalShifts
+from karpenter.core.scheduling.requirements import Requirement, Requirements
 
 
 def test_applied_unexpired_shifts_only() -> None:
@@ -49,3 +52,77 @@ def test_shifted_zone_offers_nothing(ec2: dict[str, InstanceTypeInfo]) -> None:
     assert it is not None
     on_demand = {o.zone: o.available for o in it.offerings if o.capacity_type == "on-demand"}
     assert on_demand == {"us-east-1a": False, "us-east-1b": True}
+
+
+ZONES = {"use1-az1": "us-east-1a", "use1-az2": "us-east-1b"}
+
+
+def _pool(name: str, *zones: str) -> zonalshift.PoolView:
+    reqs = (
+        Requirements([Requirement.new("topology.kubernetes.io/zone", "In", zones)])
+        if zones
+        else Requirements()
+    )
+    return zonalshift.PoolView(name, reqs, ZONES)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "pools", "want"),
+    [
+        pytest.param(
+            frozenset(),
+            frozenset({"use1-az1"}),
+            [_pool("any")],
+            [
+                (
+                    "any",
+                    "Warning",
+                    "ZonalShiftActive",
+                    "Zonal shift detected: offerings in zone us-east-1a (use1-az1) are "
+                    "unavailable for this NodePool",
+                )
+            ],
+            id="detected-on-unrestricted-pool",
+        ),
+        pytest.param(
+            frozenset({"use1-az1"}),
+            frozenset(),
+            [_pool("any")],
+            [
+                (
+                    "any",
+                    "Normal",
+                    "ZonalShiftCleared",
+                    "Zonal shift cleared: offerings in zone us-east-1a (use1-az1) are restored "
+                    "for this NodePool",
+                )
+            ],
+            id="cleared",
+        ),
+        pytest.param(
+            frozenset(),
+            frozenset({"use1-az1"}),
+            [_pool("b-only", "us-east-1b"), _pool("a-too", "us-east-1a", "us-east-1b")],
+            [("a-too", "Warning", "ZonalShiftActive")],
+            id="only-pools-that-allow-the-zone",
+        ),
+        pytest.param(
+            frozenset(), frozenset({"use1-az9"}), [_pool("any")], [], id="zone-without-subnet"
+        ),
+        pytest.param(
+            frozenset({"use1-az1"}), frozenset({"use1-az1"}), [_pool("any")], [], id="no-change"
+        ),
+    ],
+)
+def test_events(
+    before: frozenset[str],
+    after: frozenset[str],
+    pools: list[zonalshift.PoolView],
+    want: list[tuple[str, ...]],
+) -> None:
+    """NodePools able to launch in a zone hear when it is shifted away and when that clears."""
+    got = zonalshift.events(before, after, pools)
+    assert [
+        (e.nodepool, e.type, e.reason, e.message)[: len(w)] for e, w in zip(got, want, strict=False)
+    ] == want
+    assert len(got) == len(want)
