@@ -10,8 +10,11 @@ from karpenter.core.aws import catalog, drift, placement, pricing
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.ec2types import InstanceTypeInfo
 from karpenter.core.aws.unavailable import UnavailableOfferings
+from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
+from karpenter.core.provisioning.scheduler import solve
 from karpenter.core.scheduling.requirements import Requirement, Requirements
+from tests.support import builders as b
 
 CLUSTER = nc.PlacementGroup("pg-0c1", "tight", "cluster")
 PARTITION = nc.PlacementGroup("pg-0p4", "parts", "partition", partition_count=3)
@@ -227,3 +230,18 @@ def test_placement_group_drift(
     labels = {placement.LABEL_ID: label} if label else {}
     assert drift.drift_reason(facts, status, None, {}, {}, labels) == want
     assert drift.drift_reason(facts, status, None, {}, {}) == ""  # labels not given: unchecked
+
+
+def test_pods_spread_over_partitions_pin_one_partition_per_claim(
+    ec2: dict[str, InstanceTypeInfo],
+) -> None:
+    """A topology spread over the partition key yields claims each pinned to a different
+    partition (the domains come from the types' partition requirement)."""
+    group = replace(PARTITION, partition_count=3)
+    types = catalog.build([ec2["m5.large"], ec2["m5.xlarge"]], _input(group))
+    spread = (b.spread(placement.LABEL_PARTITION),)
+    pods = [b.pod(labels={"app": "web"}, cpu="100m", topology_spread=spread) for _ in range(3)]
+    result = solve(b.cluster(types=types), pods, Options())
+    assert result.unschedulable == {}
+    pinned = [placement.pinned_partition(group, c.requirements) for c in result.new_claims]
+    assert sorted(p for p in pinned if p is not None) == [1, 2, 3]
