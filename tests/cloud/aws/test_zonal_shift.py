@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any, cast
 
 import pytest
 from structlog.testing import capture_logs
 
+from karpenter import aws_runtime
+from karpenter.aio.clock import FakeClock
 from karpenter.cloud.aws import zonalshift as arc
 from karpenter.cloud.provider import CloudProviderError
 from karpenter.controllers.aws_gc import GarbageCollector
 from karpenter.controllers.aws_zonalshift import ZonalShiftPoller
 from karpenter.core.aws import zonalshift
 from karpenter.core.scheduling.requirements import Requirements
+from karpenter.kube.client import KubeClient
+from karpenter.kube.events import EventRecorder
+from karpenter.state.cluster import ClusterState
 from tests.cloud.aws.arc_proxy import Shift
 from tests.cloud.aws.builders import Claims
 from tests.cloud.aws.conftest import Moto
@@ -167,3 +174,77 @@ async def test_nodepools_hear_of_shifts_once(env: Env, moto: Moto) -> None:
         ("default", "Normal", "ZonalShiftCleared"),
     ]
     assert f"us-east-1a ({zone_id})" in audience.posted[0].message
+
+
+class _Recorder(EventRecorder):
+    """Records what would be posted (no apiserver)."""
+
+    def __init__(self) -> None:
+        self.posted: list[tuple[str, str, str, str]] = []
+
+    async def publish(
+        self,
+        involved: Mapping[str, Any],
+        event_type: str,
+        reason: str,
+        message: str,
+        *,
+        dedupe_s: float = 0.0,
+    ) -> bool:
+        self.posted.append((str(involved["kind"]), str(involved["name"]), event_type, reason))
+        return True
+
+
+def _nodepool(name: str, *zones: str) -> dict[str, Any]:
+    reqs = [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": list(zones)}]
+    spec: dict[str, Any] = {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+    }
+    if zones:
+        spec["requirements"] = reqs
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1"},
+        "spec": {"template": {"spec": spec}},
+    }
+
+
+_NODECLASS = {
+    "apiVersion": "karpenter.k8s.aws/v1",
+    "kind": "EC2NodeClass",
+    "metadata": {"name": "default", "resourceVersion": "1"},
+    "spec": {
+        "role": "r",
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "subnetSelectorTerms": [{"tags": {"k": "v"}}],
+        "securityGroupSelectorTerms": [{"tags": {"k": "v"}}],
+    },
+    "status": {
+        "subnets": [
+            {"id": "subnet-a", "zone": "us-east-1a", "zoneID": "use1-az1"},
+            {"id": "subnet-b", "zone": "us-east-1b", "zoneID": "use1-az2"},
+        ]
+    },
+}
+
+
+@pytest.mark.asyncio
+async def test_runtime_audience_reads_the_mirror_and_posts_on_nodepools() -> None:
+    """The runtime's audience: NodePools from the mirror with their NodeClass's zones; Events
+    go to the NodePool object."""
+    state = ClusterState()
+    state.nodepools.upsert(_nodepool("any"))
+    state.nodepools.upsert(_nodepool("b-only", "us-east-1b"))
+    classes = aws_runtime.NodeClasses(cast("KubeClient", None), FakeClock())
+    classes.store.upsert(_NODECLASS)
+    recorder = _Recorder()
+    audience = aws_runtime._ShiftAudience(state, classes, recorder)
+    pools = await audience.pools()
+    assert {p.name: dict(p.zones) for p in pools} == {
+        "any": {"use1-az1": "us-east-1a", "use1-az2": "us-east-1b"},
+        "b-only": {"use1-az1": "us-east-1a", "use1-az2": "us-east-1b"},
+    }
+    for event in zonalshift.events(frozenset(), frozenset({"use1-az1"}), pools):
+        await audience.publish(event)
+    assert recorder.posted == [("NodePool", "any", "Warning", "ZonalShiftActive")]
