@@ -28,6 +28,7 @@ from karpenter.cloud.aws import factory, sqs
 from karpenter.cloud.aws import zonalshift as arc_zonalshift
 from karpenter.cloud.aws.factory import open_provider
 from karpenter.cloud.aws.provider import AWSCloudProvider
+from karpenter.controllers import aws_partition as partitions
 from karpenter.controllers import aws_tagging as tagging
 from karpenter.controllers.aws_gc import GarbageCollector
 from karpenter.controllers.aws_health import HealthController
@@ -130,6 +131,20 @@ class ClaimsView:
         with contextlib.suppress(errors.NotFound):
             patch = {"metadata": {"annotations": annotations}}
             self.state.nodeclaims.upsert(await self.kube.merge_patch(NODECLAIMS, name, patch))
+
+    async def label(self, name: str, node_name: str, labels: dict[str, str]) -> None:
+        """Merge labels into a NodeClaim and, when registered, its Node."""
+        with contextlib.suppress(errors.NotFound):
+            patch = {"metadata": {"labels": labels}}
+            self.state.nodeclaims.upsert(await self.kube.merge_patch(NODECLAIMS, name, patch))
+            if node_name:
+                self.state.nodes.upsert(await self.kube.merge_patch(NODES, node_name, patch))
+
+    async def label_partitions(self, reader: partitions.PartitionReader) -> float:
+        """Label the partitions EC2 assigned to claims launched without one."""
+        for claim in self.state.nodeclaims.values():
+            await partitions.reconcile(claim, reader, self)
+        return partitions.PERIOD_SECONDS
 
     async def tag_all(self, tagger: tagging.Tagger) -> float:
         """Tag the instances of newly registered claims (one at a time, as upstream)."""
@@ -281,6 +296,7 @@ async def open_aws(
             _every(clock, "instance.garbagecollection", lambda: _second(gc.reconcile())),
             _every(clock, "interruption.instancestatus", lambda: _second(health.reconcile())),
             _every(clock, "nodeclaim.tagging", lambda: claims.tag_all(cloud)),
+            _every(clock, "nodeclaim.partition", lambda: claims.label_partitions(cloud)),
             _every(clock, "providers.pricing", refresher.prices),
             _every(clock, "providers.instancetype", refresher.instance_types),
         ]

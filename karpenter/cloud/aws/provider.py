@@ -247,12 +247,22 @@ class AWSCloudProvider:
         """The partition EC2 picked for an instance launched without one.
 
         Upstream holds registration until DescribeInstances shows it; here one describe right
-        after the launch reads it, and the label stays unset if EC2 does not show it yet.
+        after the launch reads it, and ``controllers/aws_partition.py`` labels the claims
+        whose partition EC2 did not show yet.
         """
         try:
             return (await self.instances.get(instance_id)).partition
         except NodeClaimNotFoundError:
             return None
+
+    async def assigned_partition(self, claim: NodeClaim) -> int | None:
+        """The partition of a claim's instance when its NodeClass uses a partition group."""
+        node_class = await self.nodeclasses.get(claim.node_class_ref.name)
+        group = node_class.status.placement_group() if node_class is not None else None
+        instance_id = tags.instance_id(claim.provider_id)
+        if group is None or group.strategy != placement.PARTITION or not instance_id:
+            return None
+        return await self._assigned_partition(instance_id)
 
     async def _fleet_retrying(
         self,

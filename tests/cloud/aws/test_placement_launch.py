@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from karpenter.controllers import aws_partition
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws import placement
 from karpenter.core.model.node import NodeClaim, NodeClassRef
@@ -206,3 +207,43 @@ async def test_plain_capacity_error_in_a_spread_group_stays_per_type(env: Env, m
     ice = env.provider.unavailable
     assert ice.is_unavailable("on-demand", "c5.large", "us-east-1a", now, "pg-05pr3ad0")
     assert not ice.is_unavailable("on-demand", "r5.large", "us-east-1a", now, "pg-05pr3ad0")
+
+
+class _Labeller:
+    """Records the labels the partition controller writes."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[str, str, dict[str, str]]] = []
+
+    async def label(self, name: str, node_name: str, labels: dict[str, str]) -> None:
+        self.written.append((name, node_name, labels))
+
+
+@pytest.mark.asyncio
+async def test_partition_shown_later_is_labelled_by_the_controller(env: Env, moto: Moto) -> None:
+    """A partition EC2 did not show at launch is written on the claim and its Node later."""
+    await _grouped(env, moto, PARTITIONS)
+    got = await env.provider.create(_in(claim("g-1", "m5.large")))
+    assert placement.LABEL_PARTITION not in got.labels
+    labeller = _Labeller()
+    assert not await aws_partition.reconcile(got, env.provider, labeller)  # still not shown
+    moto.capacity.partition_number = 6
+    registered = replace(got, registered=True, node_name="ip-10-0-0-1")
+    assert await aws_partition.reconcile(registered, env.provider, labeller)
+    assert labeller.written == [("g-1", "ip-10-0-0-1", {placement.LABEL_PARTITION: "6"})]
+    labelled = replace(registered, labels={**got.labels, placement.LABEL_PARTITION: "6"})
+    assert not await aws_partition.reconcile(labelled, env.provider, labeller)
+
+
+@pytest.mark.asyncio
+async def test_partition_controller_leaves_other_groups_alone(env: Env, moto: Moto) -> None:
+    """Claims in cluster groups or outside groups cost no DescribeInstances."""
+    await _grouped(env, moto, CLUSTERED)
+    in_cluster = await env.provider.create(_in(claim("g-1", "m5.large")))
+    outside = await env.provider.create(claim("d-1", "m5.large"))
+    before = moto.capacity.calls["DescribeInstances"]
+    labeller = _Labeller()
+    for c in (in_cluster, outside):
+        assert not await aws_partition.reconcile(c, env.provider, labeller)
+    assert moto.capacity.calls["DescribeInstances"] == before
+    assert labeller.written == []
