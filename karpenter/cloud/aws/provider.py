@@ -301,7 +301,10 @@ class AWSCloudProvider:
                 self.exhausted_subnets[err.subnet_id] = now + self.unavailable.ttl
             elif err.code in errors.UNFULFILLABLE and err.instance_type:
                 self.unavailable.mark(capacity_type, err.instance_type, err.zone, now, scope)
-                refs.append(OfferingRef(err.instance_type, err.zone, capacity_type))
+                # The pools named in InsufficientCapacityError are hidden for every NodePool
+                # by the provisioner; a pool that is full inside a placement group is not.
+                if not scope:
+                    refs.append(OfferingRef(err.instance_type, err.zone, capacity_type))
         return refs
 
     def _spread_full(

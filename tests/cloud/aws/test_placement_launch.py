@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from karpenter.cloud.provider import InsufficientCapacityError
 from karpenter.controllers import aws_partition
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws import placement
@@ -247,3 +248,17 @@ async def test_partition_controller_leaves_other_groups_alone(env: Env, moto: Mo
         assert not await aws_partition.reconcile(c, env.provider, labeller)
     assert moto.capacity.calls["DescribeInstances"] == before
     assert labeller.written == []
+
+
+@pytest.mark.asyncio
+async def test_failed_group_launch_names_no_pools_for_the_cluster(env: Env, moto: Moto) -> None:
+    """When every pool is full inside the group, the InsufficientCapacityError names no pools:
+    the provisioner would hide named pools for every NodePool, not just the group's."""
+    await _grouped(env, moto, CLUSTERED)
+    moto.capacity.empty |= {("c5.large", "us-east-1a"), ("c5.large", "us-east-1b")}
+    with pytest.raises(InsufficientCapacityError) as info:
+        await env.provider.create(_in(claim("g-1", "c5.large")))
+    assert info.value.offerings == ()
+    assert env.provider.unavailable.is_unavailable(
+        "on-demand", "c5.large", "us-east-1a", env.clock(), "pg-0c1u5t3r"
+    )
