@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from karpenter.api import ec2nodeclass
 from karpenter.core.aws import catalog, drift, placement, pricing
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.ec2types import InstanceTypeInfo
@@ -245,3 +246,42 @@ def test_pods_spread_over_partitions_pin_one_partition_per_claim(
     assert result.unschedulable == {}
     pinned = [placement.pinned_partition(group, c.requirements) for c in result.new_claims]
     assert sorted(p for p in pinned if p is not None) == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("selector", "want"),
+    [
+        pytest.param({"name": "tight"}, nc.SelectorTerm(name="tight"), id="name"),
+        pytest.param({"id": "pg-0c1"}, nc.SelectorTerm(id="pg-0c1"), id="id"),
+        pytest.param(None, None, id="none"),
+    ],
+)
+def test_manifest_selector_and_status_reach_the_core(
+    selector: dict[str, str] | None, want: nc.SelectorTerm | None
+) -> None:
+    """placementGroupSelector and status.placementGroups come through ``from_manifest``."""
+    spec: dict[str, object] = {
+        "role": "r",
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "subnetSelectorTerms": [{"tags": {"k": "v"}}],
+        "securityGroupSelectorTerms": [{"tags": {"k": "v"}}],
+    }
+    if selector is not None:
+        spec["placementGroupSelector"] = selector
+    status = {"placementGroups": [{"id": "pg-0c1", "name": "tight", "strategy": "cluster"}]}
+    got = ec2nodeclass.from_manifest({"metadata": {"name": "c"}, "spec": spec, "status": status})
+    assert got.spec.placement_group == want
+    assert got.status.placement_group() == nc.PlacementGroup("pg-0c1", "tight", "cluster", "")
+
+
+def test_manifest_selector_needs_exactly_one_of_name_and_id() -> None:
+    """The CRD's rule: exactly one of name and id."""
+    spec = {
+        "role": "r",
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "subnetSelectorTerms": [{"tags": {"k": "v"}}],
+        "securityGroupSelectorTerms": [{"tags": {"k": "v"}}],
+        "placementGroupSelector": {"name": "a", "id": "pg-1"},
+    }
+    with pytest.raises(ValueError, match="exactly one of"):
+        ec2nodeclass.from_manifest({"metadata": {"name": "c"}, "spec": spec})
