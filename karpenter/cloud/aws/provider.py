@@ -229,11 +229,7 @@ class AWSCloudProvider:
                     0,
                 )
                 self.inflight_ips.consume(instance.subnet_id, pods // 1000 + 1)
-                if (
-                    partition is None
-                    and group is not None
-                    and group.strategy == placement.PARTITION
-                ):
+                if partition is None and group and group.strategy == placement.PARTITION:
                     partition = await self._assigned_partition(instance.id)
                 return self._launched(claim, node_class, instance, types, partition)
             if any(e.code not in errors.CAPACITY for e in result.errors):
