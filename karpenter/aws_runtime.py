@@ -26,8 +26,10 @@ from karpenter.aio.clock import Clock
 from karpenter.api import decode
 from karpenter.api.ec2nodeclass_status import status_doc
 from karpenter.cloud.aws import factory, provider_metrics, sqs
+from karpenter.cloud.aws import zonalshift as arc_zonalshift
 from karpenter.cloud.aws.factory import open_provider
 from karpenter.cloud.aws.provider import AWSCloudProvider
+from karpenter.controllers import aws_partition as partitions
 from karpenter.controllers import aws_tagging as tagging
 from karpenter.controllers.aws_gc import GarbageCollector
 from karpenter.controllers.aws_health import HealthController
@@ -35,15 +37,18 @@ from karpenter.controllers.aws_interruption import InterruptionController
 from karpenter.controllers.aws_nodeclass import NodeClassController
 from karpenter.controllers.aws_profile_gc import ProfileCollector
 from karpenter.controllers.aws_refresh import Refresher
-from karpenter.core.aws import hashmigration, tags
+from karpenter.controllers.aws_zonalshift import ZonalShiftPoller
+from karpenter.core.aws import hashmigration, tags, zonalshift
 from karpenter.core.aws import interruption as interruption_msg
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.model.node import NodeClaim
+from karpenter.core.scheduling.requirements import from_selector_terms
 from karpenter.kube import codec, errors
 from karpenter.kube.client import (
     EC2NODECLASSES,
     NODECLAIMS,
+    NODEPOOLS,
     NODES,
     SERVICES,
     KubeClient,
@@ -128,6 +133,20 @@ class ClaimsView:
         with contextlib.suppress(errors.NotFound):
             patch = {"metadata": {"annotations": annotations}}
             self.state.nodeclaims.upsert(await self.kube.merge_patch(NODECLAIMS, name, patch))
+
+    async def label(self, name: str, node_name: str, labels: dict[str, str]) -> None:
+        """Merge labels into a NodeClaim and, when registered, its Node."""
+        with contextlib.suppress(errors.NotFound):
+            patch = {"metadata": {"labels": labels}}
+            self.state.nodeclaims.upsert(await self.kube.merge_patch(NODECLAIMS, name, patch))
+            if node_name:
+                self.state.nodes.upsert(await self.kube.merge_patch(NODES, node_name, patch))
+
+    async def label_partitions(self, reader: partitions.PartitionReader) -> float:
+        """Label the partitions EC2 assigned to claims launched without one."""
+        for claim in self.state.nodeclaims.values():
+            await partitions.reconcile(claim, reader, self)
+        return partitions.PERIOD_SECONDS
 
     async def tag_all(self, tagger: tagging.Tagger) -> float:
         """Tag the instances of newly registered claims (one at a time, as upstream)."""
@@ -302,6 +321,7 @@ async def open_aws(
             _every(clock, "instance.garbagecollection", lambda: _second(gc.reconcile())),
             _every(clock, "interruption.instancestatus", lambda: _second(health.reconcile())),
             _every(clock, "nodeclaim.tagging", lambda: claims.tag_all(cloud)),
+            _every(clock, "nodeclaim.partition", lambda: claims.label_partitions(cloud)),
             _every(clock, "providers.pricing", refresher.prices),
             _every(clock, "providers.instancetype", refresher.instance_types),
             _every(clock, "metrics.offerings", offerings),
@@ -321,6 +341,9 @@ async def open_aws(
                     lambda: _second(profiles.reconcile()),
                 )
             )
+        if settings.ENABLE_ZONAL_SHIFT:
+            audience = _ShiftAudience(state, classes, recorder)
+            services.extend(await _zonal_shift(cloud, clock, audience))
         if settings.INTERRUPTION_QUEUE:
             interruption = InterruptionController(claims, cloud.unavailable, clock.now, events)
             services.append(
@@ -340,6 +363,49 @@ async def kube_dns_ip(kube: KubeClient) -> str:
         return ""
     ip = (svc.get("spec") or {}).get("clusterIP") or ""
     return "" if ip == "None" else str(ip)  # "None": a headless Service has no address
+
+
+async def _zonal_shift(
+    cloud: AWSCloudProvider, clock: Clock, audience: _ShiftAudience
+) -> list[Service]:
+    """The 30s zonal-shift poll, when ARC manages the cluster (else none, as upstream now)."""
+    arn = cloud.cluster_arn
+    if not arn or not await arc_zonalshift.registered(cloud.clients.arc, arn):
+        get_logger("aws").warning("cluster is not registered with ARC zonal shift", arn=arn)
+        return []
+    poller = ZonalShiftPoller(cloud, cloud.clients.arc, arn, clock.now, audience)
+    return [_every(clock, "providers.zonalshift", poller.reconcile)]
+
+
+@dataclass
+class _ShiftAudience:
+    """NodePools and their NodeClasses' zones from the mirror; Events through the recorder."""
+
+    state: ClusterState
+    classes: NodeClasses
+    recorder: EventRecorder
+
+    async def pools(self) -> list[zonalshift.PoolView]:
+        """Active NodePools with their requirements and their NodeClass's zone ids."""
+        out = []
+        for pool in self.state.active_nodepools():
+            node_class = self.classes.store.get(pool.template.node_class_ref.name)
+            subnets = node_class.status.subnets if node_class is not None else ()
+            zones = {s.zone_id: s.zone for s in subnets if s.zone_id}
+            reqs = from_selector_terms(pool.template.requirements)
+            out.append(zonalshift.PoolView(pool.name, reqs, zones))
+        return out
+
+    async def publish(self, event: zonalshift.Event) -> None:
+        """Post the Event on its NodePool."""
+        raw = self.state.nodepools.raw(event.nodepool) or {}
+        involved = {
+            "apiVersion": NODEPOOLS.api_version,
+            "kind": "NodePool",
+            "name": event.nodepool,
+            "uid": str((raw.get("metadata") or {}).get("uid", "")),
+        }
+        await self.recorder.publish(involved, event.type, event.reason, event.message)
 
 
 def _interruptions(

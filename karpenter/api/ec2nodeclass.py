@@ -437,6 +437,9 @@ class EC2NodeClassDoc(f.Model):
             nested_virtualization=(s.cpu_options.nested_virtualization or "")
             if s.cpu_options
             else "",
+            placement_group=nc.SelectorTerm(id=pg.id or "", name=pg.name or "")
+            if (pg := s.placement_group)
+            else None,
         )
         return nc.EC2NodeClass(
             self.metadata.name,

@@ -1,4 +1,7 @@
-"""The EC2NodeClass ``status`` block: core Status ↔ the CRD's JSON (subnets, AMIs, conditions)."""
+"""The EC2NodeClass ``status`` block: core Status ↔ the CRD's JSON (subnets, AMIs, conditions).
+
+``placementGroups`` holds the one group ``placementGroupSelector`` resolved to.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ def status_doc(status: nc.Status, transition_time: str) -> dict[str, Any]:
             for a in status.amis
         ],
         "instanceProfile": status.instance_profile,
+        # always written: the status is merge-patched, and an absent key would keep a stale group
+        "placementGroups": [_placement_doc(g) for g in status.placement_groups],
         "conditions": [
             {
                 "type": c.type,
@@ -36,6 +41,32 @@ def status_doc(status: nc.Status, transition_time: str) -> dict[str, Any]:
             for c in status.conditions
         ],
     }
+
+
+def _placement_doc(group: nc.PlacementGroup) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "id": group.id,
+        "name": group.name,
+        "strategy": group.strategy,
+        "state": group.state,
+    }
+    if group.partition_count:
+        doc["partitionCount"] = group.partition_count
+    if group.spread_level:
+        doc["spreadLevel"] = group.spread_level
+    return doc
+
+
+def _placement(raw: dict[str, Any]) -> nc.PlacementGroup:
+    count = raw.get("partitionCount", 0)
+    return nc.PlacementGroup(
+        str(raw.get("id", "")),
+        str(raw.get("name", "")),
+        str(raw.get("strategy", "")),
+        str(raw.get("state", "")),
+        count if isinstance(count, int) else 0,
+        str(raw.get("spreadLevel", "") or ""),
+    )
 
 
 def _requirements(raw: Any) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
@@ -87,4 +118,5 @@ def status_from_doc(raw: Any) -> nc.Status:
             )
             for i in items("conditions")
         ),
+        tuple(_placement(i) for i in items("placementGroups")),
     )

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from karpenter.cloud.provider import NodeClaimNotFoundError
+from karpenter.cloud.provider import CloudProviderError, NodeClaimNotFoundError
 from karpenter.core.model.node import NodeClaim
 
 GRACE_SECONDS = 30.0
@@ -72,6 +72,10 @@ class GarbageCollector:
                 await self.cloud.delete(claim)
             except NodeClaimNotFoundError:
                 pass  # gone already: still clean its Node up
+            except CloudProviderError as err:
+                # refused (a zonal-shifted zone): keep it and its Node, collect the others
+                self.log.info("not collected", provider_id=claim.provider_id, reason=str(err))
+                continue
             await self.cluster.delete_node(claim.provider_id)
             collected.append(claim.provider_id)
             self.log.info("garbage collected leaked instance", provider_id=claim.provider_id)

@@ -3,10 +3,11 @@
 When the class's hash version is not the current one, its NodeClaims are re-stamped first
 (``aws_hash_migration``), so they are not all reported drifted by a changed hash function.
 
-Reconcile order follows upstream: add the finalizer, resolve AMIs, subnets, security groups
-and the instance profile into ``status`` with conditions, then patch once (unchanged status is
-not written). Deletion waits for the class's NodeClaims, then deletes its launch templates and
-its managed instance profile (kept in isolated VPCs, as upstream) and drops the finalizer.
+Reconcile order follows upstream: add the finalizer, resolve AMIs, the placement group,
+subnets, security groups and the instance profile into ``status`` with conditions, then patch
+once (unchanged status is not written). Deletion waits for the class's NodeClaims, then
+deletes its launch templates and its managed instance profile (kept in isolated VPCs, as
+upstream) and drops the finalizer.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ class Clients:
     sqs: Client
     pricing: Client
     eks: Client
+    arc: Client = None  # ARC zonal shift (``arc-zonal-shift``)
 
 
 @contextlib.asynccontextmanager
@@ -47,7 +48,7 @@ async def open_clients(
     async with contextlib.AsyncExitStack() as stack:
         made = {
             name: await stack.enter_async_context(session.client(name, **kw))
-            for name in ("ec2", "ssm", "iam", "sqs", "eks")
+            for name in ("ec2", "ssm", "iam", "sqs", "eks", "arc-zonal-shift")
         }
         price_kw = {**kw, "region_name": pricing.pricing_api_region(region)}
         made["pricing"] = await stack.enter_async_context(session.client("pricing", **price_kw))
@@ -59,4 +60,5 @@ async def open_clients(
             made["sqs"],
             made["pricing"],
             made["eks"],
+            made["arc-zonal-shift"],
         )

@@ -21,6 +21,7 @@ class ClusterInfo:
     ca_bundle: str
     service_cidr: str
     version: str
+    arn: str = ""  # what ARC zonal shift knows the cluster by
 
 
 async def describe(eks: Client, name: str) -> ClusterInfo:
@@ -32,6 +33,7 @@ async def describe(eks: Client, name: str) -> ClusterInfo:
         str(out.get("certificateAuthority", {}).get("data", "")),
         str(net.get("serviceIpv4Cidr") or net.get("serviceIpv6Cidr") or ""),
         str(out.get("version", "")),
+        str(out.get("arn", "")),
     )
 
 
@@ -43,4 +45,5 @@ async def resolve(eks: Client, settings: AWSSettings) -> ClusterInfo:
         settings.CLUSTER_CA_BUNDLE or info.ca_bundle,
         info.service_cidr,
         info.version,
+        info.arn,
     )

@@ -3,6 +3,7 @@
 ClientError (botocore)
 ├── not found           InvalidInstanceID.NotFound, NoSuchEntity, ParameterNotFound, ...
 ├── unfulfillable       InsufficientInstanceCapacity, MaxSpotInstanceCountExceeded, ... (ICE)
+│   └── spread limit    ... "limit of instances in this spread placement group" (7 per zone)
 ├── spot SLR missing    AuthFailure.ServiceLinkedRoleCreationNotPermitted
 ├── dry run            DryRunOperation (allowed), UnauthorizedOperation/AccessDenied (denied)
 └── everything else     → a CreateError reason via ``launch_reason``
@@ -22,6 +23,9 @@ NOT_FOUND = frozenset(
         "AWS.SimpleQueueService.NonExistentQueue",
         "NoSuchEntity",
         "ParameterNotFound",
+        # DescribePlacementGroups names an unknown group (by name) / id this way
+        "InvalidPlacementGroup.Unknown",
+        "InvalidPlacementGroupId.NotFound",
     }
 )
 UNFULFILLABLE = frozenset(
@@ -76,6 +80,18 @@ def code(err: BaseException) -> str:
 def is_not_found(err: BaseException) -> bool:
     """True when the error says the resource does not exist."""
     return code(err) in NOT_FOUND
+
+
+SPREAD_LIMIT_TEXT = "limit of instances in this spread placement group"
+
+
+def is_spread_limit(error_code: str, message: str) -> bool:
+    """A fleet error saying the spread group holds its 7 instances in that zone already.
+
+    EC2 reports it with a capacity code; only the message tells it from a real shortage (as
+    upstream reads it), and unlike a shortage it holds for every instance type in the zone.
+    """
+    return error_code in UNFULFILLABLE and SPREAD_LIMIT_TEXT in message
 
 
 def launch_reason(text: str) -> str:

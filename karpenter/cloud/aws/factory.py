@@ -36,7 +36,7 @@ async def open_provider(
     """A ready AWSCloudProvider for ``settings.AWS_REGION``."""
     region = settings.AWS_REGION
     async with aws_clients.open_clients(region, endpoint_url, session) as c:
-        settings, cidr, version = await _cluster(c, settings)
+        settings, cidr, version, arn = await _cluster(c, settings)
         cluster_cidr = cluster_cidr or cidr
         types = await ec2data.discover(c.ec2)
         prices = pricing.initial_table(region, settings.AWS_PRICE_FILE, types.infos)
@@ -46,12 +46,16 @@ async def open_provider(
         # EKS_CONTROL_PLANE: the Kubernetes version comes from EKS, not the apiserver
         provider.eks_version = version if settings.EKS_CONTROL_PLANE else ""
         provider.min_values_best_effort = min_values_best_effort  # MIN_VALUES_POLICY
+        provider.cluster_arn = arn
         await provider.launch_templates.hydrate(now())
         yield provider
 
 
-async def _cluster(c: aws_clients.Clients, settings: AWSSettings) -> tuple[AWSSettings, str, str]:
-    """Endpoint, CA and service CIDR from EKS where the settings leave them empty.
+async def _cluster(
+    c: aws_clients.Clients, settings: AWSSettings
+) -> tuple[AWSSettings, str, str, str]:
+    """Endpoint, CA and service CIDR from EKS where the settings leave them empty (and the
+    version and ARN as EKS says).
 
     Without ``CLUSTER_ENDPOINT`` EKS must answer (upstream exits otherwise); with it, a failed
     DescribeCluster only leaves the CIDR unknown (AL2023 nodes then cannot be configured).
@@ -61,9 +65,9 @@ async def _cluster(c: aws_clients.Clients, settings: AWSSettings) -> tuple[AWSSe
     except Exception:
         if not settings.CLUSTER_ENDPOINT:
             raise
-        return settings, "", ""
+        return settings, "", "", ""
     update = {"CLUSTER_ENDPOINT": info.endpoint, "CLUSTER_CA_BUNDLE": info.ca_bundle}
-    return settings.model_copy(update=update), info.service_cidr, info.version
+    return settings.model_copy(update=update), info.service_cidr, info.version, info.arn
 
 
 def resolver(provider: AWSCloudProvider, k8s_version: str) -> resolve.Resolver:

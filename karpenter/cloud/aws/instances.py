@@ -35,6 +35,7 @@ class Instance:
     state: str
     launch_time: float
     tags: Mapping[str, str] = field(default_factory=dict)
+    partition: int | None = None  # Placement.PartitionNumber (partition placement groups)
 
     @property
     def provider_id(self) -> str:
@@ -51,6 +52,7 @@ def from_describe(raw: Mapping[str, object]) -> Instance:
     state = raw.get("State")
     launched = raw.get("LaunchTime")
     tag_list = raw.get("Tags")
+    number = placement.get("PartitionNumber") if isinstance(placement, Mapping) else None
     return Instance(
         id=str(raw["InstanceId"]),
         instance_type=str(raw.get("InstanceType", "")),
@@ -70,6 +72,7 @@ def from_describe(raw: Mapping[str, object]) -> Instance:
             for t in (tag_list if isinstance(tag_list, list) else [])
             if isinstance(t, Mapping)
         },
+        partition=number if isinstance(number, int) else None,
     )
 
 

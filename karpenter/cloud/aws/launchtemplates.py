@@ -41,6 +41,7 @@ class Content:
     connection_tracking: tuple[tuple[str, int], ...] = ()  # (EC2 field, seconds)
     ipv6: bool = False  # the cluster's IP family is IPv6 (its kube-dns address is)
     nested_virtualization: str = ""  # CpuOptions.NestedVirtualization; "" leaves it out
+    placement: tuple[tuple[str, str | int], ...] = ()  # Placement fields (placement group)
 
     def data(self) -> dict[str, Any]:
         """The CreateLaunchTemplate ``LaunchTemplateData``."""
@@ -68,6 +69,8 @@ class Content:
             data["BlockDeviceMappings"] = [_bdm(b) for b in self.block_devices]
         if self.nested_virtualization:
             data["CpuOptions"] = {"NestedVirtualization": self.nested_virtualization}
+        if self.placement:
+            data["Placement"] = dict(self.placement)
         return data
 
     def _nics(self) -> list[dict[str, Any]]:

@@ -48,6 +48,7 @@ def catalog_input(
     region: RegionTypes,
     prices: PriceTable,
     discovered_memory: Mapping[str, int],
+    shifted_zone_ids: frozenset[str] = frozenset(),
 ) -> catalog.CatalogInput:
     """``catalog.build``'s input for the class (zones limited to its subnets')."""
     return catalog.CatalogInput(
@@ -64,4 +65,6 @@ def catalog_input(
         ),
         nitro_only=node_class.spec.connection_tracking is not None,
         nested_virtualization=node_class.spec.nested_virtualization == "enabled",
+        placement_group=node_class.status.placement_group(),
+        shifted_zone_ids=shifted_zone_ids,
     )

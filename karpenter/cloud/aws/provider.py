@@ -5,6 +5,9 @@ ICE memory), plans the fleet (``core/aws/launch.py``), ensures one launch templa
 (AMI, max pods) group and calls CreateFleet. Pools that answer with insufficient capacity are
 hidden for 3 minutes and the launch is planned again without them, up to
 ``max_launch_attempts`` fleets; only then does the claim fail with InsufficientCapacity.
+Launches into the NodeClass's placement group remember their ICE under the group (and the
+pinned partition), see ``core/aws/placement.py``. Zones under an ARC zonal shift offer
+nothing and their instances are not terminated (``core/aws/zonalshift.py``).
 """
 
 from __future__ import annotations
@@ -25,23 +28,26 @@ from karpenter.cloud.aws.clients import Clients
 from karpenter.cloud.aws.ec2data import RegionTypes
 from karpenter.cloud.aws.repair import REPAIR_POLICIES, RepairPolicy
 from karpenter.cloud.provider import (
+    CloudProviderError,
     CreateError,
     InsufficientCapacityError,
     NodeClaimNotFoundError,
     NodeClassNotReadyError,
     OfferingRef,
 )
-from karpenter.core.aws import amis, catalog, discovered, drift, launch, tags
+from karpenter.core.aws import amis, catalog, discovered, drift, launch, placement, tags
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.discovered import DiscoveredCapacity
 from karpenter.core.aws.pricing import PriceTable
 from karpenter.core.aws.subnets import InflightIPs
 from karpenter.core.aws.unavailable import UnavailableOfferings
+from karpenter.core.aws.zonalshift import ZonalShifts
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.model.nodepool import NodePool
+from karpenter.core.scheduling.requirements import from_selector_terms
 from karpenter.settings import AWSSettings
 
 
@@ -88,6 +94,8 @@ class AWSCloudProvider:
         self.fleets = fleet.Fleets(clients.ec2)
         self.launch_templates = launchtemplates.LaunchTemplates(clients.ec2, settings.CLUSTER_NAME)
         self._catalogs: dict[tuple[object, ...], tuple[InstanceType, ...]] = {}
+        self.zonal_shifts = ZonalShifts()  # polled by controllers/aws_zonalshift.py
+        self.cluster_arn = ""  # from EKS DescribeCluster (ARC knows the cluster by it)
 
     @property
     def region(self) -> RegionTypes:
@@ -130,6 +138,7 @@ class AWSCloudProvider:
             self._data_version,
             self.unavailable.active(self.now()),
             tuple(sorted(self.discovered.for_amis(self._amis_key(node_class), self.now()).items())),
+            self.zonal_shifts.shifted(self.now()),
         )
         found = self._catalogs.get(key)
         if found is None:
@@ -139,6 +148,7 @@ class AWSCloudProvider:
                 self.region,
                 self.prices,
                 self.discovered.for_amis(self._amis_key(node_class), self.now()),
+                self.zonal_shifts.shifted(self.now()),
             )
             found = catalog.build(self.region.infos, inp, self.unavailable, self.now())
             self._catalogs = {key: found}  # one NodeClass at a time is the common case
@@ -178,14 +188,27 @@ class AWSCloudProvider:
             raise NodeClassNotReadyError(f"EC2NodeClass {node_class.name} is not ready: {why}")
         return node_class
 
+    @staticmethod
+    def _placement(
+        claim: NodeClaim, node_class: nc.EC2NodeClass
+    ) -> tuple[nc.PlacementGroup | None, int | None]:
+        """The NodeClass's placement group and the partition the claim pins (if any)."""
+        group = node_class.status.placement_group()
+        reqs = from_selector_terms(claim.requirements)
+        return group, placement.pinned_partition(group, reqs)
+
     async def create(self, claim: NodeClaim) -> NodeClaim:
         """Launch one instance for the claim (see the module docstring for ICE fallback)."""
         node_class = await self._node_class(claim)
         self._forget_expired(self.now())
+        group, partition = self._placement(claim, node_class)
+        scope = placement.ice_scope(group, partition)
         tried: list[OfferingRef] = []
         for _ in range(self.max_launch_attempts):
             now = self.now()
             types = self.catalog(node_class)
+            if partition is not None:
+                types = placement.hide_partition_ice(types, self.unavailable, scope, now)
             subnets = self.inflight_ips.adjust(
                 s for s in node_class.status.subnets if self.exhausted_subnets.get(s.id, 0) <= now
             )
@@ -196,7 +219,8 @@ class AWSCloudProvider:
             except launch.NoCapacityError as err:
                 raise InsufficientCapacityError(str(err), tuple(tried)) from None
             result = await self._fleet_retrying(claim, node_class, plan, types, now)
-            tried.extend(self._record(result.errors, plan.capacity_type, now))
+            tried.extend(self._record(result.errors, plan.capacity_type, now, scope))
+            self._spread_full(result.errors, plan.capacity_type, types, group, now)
             if result.instance is not None:
                 groups = frozenset(g.id for g in node_class.status.security_groups)
                 instance = instances.from_fleet(result.instance, groups, now)
@@ -205,13 +229,36 @@ class AWSCloudProvider:
                     0,
                 )
                 self.inflight_ips.consume(instance.subnet_id, pods // 1000 + 1)
-                return self._launched(claim, node_class, instance, types)
+                if partition is None and group and group.strategy == placement.PARTITION:
+                    partition = await self._assigned_partition(instance.id)
+                return self._launched(claim, node_class, instance, types, partition)
             if any(e.code not in errors.CAPACITY for e in result.errors):
                 text = "; ".join(sorted({f"{e.code}: {e.message}" for e in result.errors}))
                 raise CreateError(text, errors.launch_reason(text))
         raise InsufficientCapacityError(
             "all requested instance types were unavailable during launch", tuple(tried)
         )
+
+    async def _assigned_partition(self, instance_id: str) -> int | None:
+        """The partition EC2 picked for an instance launched without one.
+
+        Upstream holds registration until DescribeInstances shows it; here one describe right
+        after the launch reads it, and ``controllers/aws_partition.py`` labels the claims
+        whose partition EC2 did not show yet.
+        """
+        try:
+            return (await self.instances.get(instance_id)).partition
+        except NodeClaimNotFoundError:
+            return None
+
+    async def assigned_partition(self, claim: NodeClaim) -> int | None:
+        """The partition of a claim's instance when its NodeClass uses a partition group."""
+        node_class = await self.nodeclasses.get(claim.node_class_ref.name)
+        group = node_class.status.placement_group() if node_class is not None else None
+        instance_id = tags.instance_id(claim.provider_id)
+        if group is None or group.strategy != placement.PARTITION or not instance_id:
+            return None
+        return await self._assigned_partition(instance_id)
 
     async def _fleet_retrying(
         self,
@@ -238,8 +285,9 @@ class AWSCloudProvider:
             del self.exhausted_subnets[subnet]
 
     def _record(
-        self, errs: Sequence[fleet.FleetError], capacity_type: str, now: float
+        self, errs: Sequence[fleet.FleetError], capacity_type: str, now: float, scope: str = ""
     ) -> list[OfferingRef]:
+        """Remember failed pools; ICE inside a placement group only counts for that group."""
         refs = []
         for err in errs:
             if err.code == errors.SPOT_SLR:
@@ -248,9 +296,27 @@ class AWSCloudProvider:
                 # the subnet, not the pool, is out: other subnets of the zone may still launch
                 self.exhausted_subnets[err.subnet_id] = now + self.unavailable.ttl
             elif err.code in errors.UNFULFILLABLE and err.instance_type:
-                self.unavailable.mark(capacity_type, err.instance_type, err.zone, now)
-                refs.append(OfferingRef(err.instance_type, err.zone, capacity_type))
+                self.unavailable.mark(capacity_type, err.instance_type, err.zone, now, scope)
+                # The pools named in InsufficientCapacityError are hidden for every NodePool
+                # by the provisioner; a pool that is full inside a placement group is not.
+                if not scope:
+                    refs.append(OfferingRef(err.instance_type, err.zone, capacity_type))
         return refs
+
+    def _spread_full(
+        self,
+        errs: Sequence[fleet.FleetError],
+        capacity_type: str,
+        types: Sequence[InstanceType],
+        group: nc.PlacementGroup | None,
+        now: float,
+    ) -> None:
+        """A spread group full in a zone: every type in that zone is out, for this group."""
+        if group is None:
+            return
+        for zone in sorted({e.zone for e in errs if errors.is_spread_limit(e.code, e.message)}):
+            for it in types:
+                self.unavailable.mark(capacity_type, it.name, zone, now, group.id)
 
     async def _fleet(
         self,
@@ -268,12 +334,13 @@ class AWSCloudProvider:
             node_class.spec.tags, self.settings.CLUSTER_NAME, claim.nodepool, node_class.name
         )
         named = []
+        where = placement.launch_placement(*self._placement(claim, node_class))
         for (image_id, max_pods), overrides in groups.items():
             content = templates.content(
                 self._cluster(),
                 claim,
                 node_class,
-                templates.Launch(image_id, max_pods, plan.capacity_type, base_tags),
+                templates.Launch(image_id, max_pods, plan.capacity_type, base_tags, where),
             )
             named.append((await self.launch_templates.ensure(content, now), overrides))
         req = fleet.request(plan.capacity_type, named, base_tags, node_class.spec.context)
@@ -295,11 +362,14 @@ class AWSCloudProvider:
         node_class: nc.EC2NodeClass,
         inst: instances.Instance,
         types: Sequence[InstanceType],
+        partition: int | None = None,
     ) -> NodeClaim:
         it = next((t for t in types if t.name == inst.instance_type), None)
         labels = dict(claim.labels)
         if it is not None:
-            labels.update(it.requirements.single_values())
+            labels.update(it.requirements.single_values())  # placement-group-id among them
+        if partition is not None:
+            labels[placement.LABEL_PARTITION] = str(partition)
         labels.update(
             {
                 lbl.INSTANCE_TYPE: inst.instance_type,
@@ -379,11 +449,17 @@ class AWSCloudProvider:
         if not instance_id:
             raise NodeClaimNotFoundError(f"not an AWS provider id: {claim.provider_id!r}")
         inst = await self.instances.get(instance_id)
+        zone_id = self.region.zone_ids.get(inst.zone, "")
+        if zone_id in self.zonal_shifts.shifted(self.now()):
+            # as upstream: nothing is terminated in a zone ARC shifted traffic away from
+            raise CloudProviderError(
+                f"refusing to terminate {instance_id}: zone {inst.zone} is zonal-shifted"
+            )
         if inst.state not in ("shutting-down", "terminated"):
             await self.instances.terminate(instance_id)
 
     async def is_drifted(self, claim: NodeClaim) -> str:
-        """NodeClass-hash, AMI, security-group or subnet drift (``""``: none)."""
+        """NodeClass-hash, AMI, security-group, subnet or placement-group drift (``""``: none)."""
         node_class = await self.nodeclasses.get(claim.node_class_ref.name)
         if node_class is None:
             return ""
@@ -397,4 +473,6 @@ class AWSCloudProvider:
             awslbl.ANNOTATION_NODECLASS_HASH_VERSION: awslbl.NODECLASS_HASH_VERSION,
         }
         facts = drift.InstanceFacts(inst.image_id, inst.subnet_id, inst.security_group_ids)
-        return drift.drift_reason(facts, node_class.status, expected, claim.annotations, current)
+        return drift.drift_reason(
+            facts, node_class.status, expected, claim.annotations, current, claim.labels
+        )

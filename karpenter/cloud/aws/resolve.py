@@ -1,4 +1,5 @@
-"""NodeClass resolution: selector terms → subnets, security groups, AMIs, instance profile.
+"""NodeClass resolution: selector terms → subnets, security groups, AMIs, instance profile,
+placement group (``placement_groups.py``).
 
 Each resolver turns ``spec`` terms into EC2/SSM/IAM filters the way upstream does (tag ``*``
 means any value, all ``id`` terms share one query, AMI name terms default to owners
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from karpenter.cloud.aws import authcheck, errors
+from karpenter.cloud.aws import authcheck, errors, placement_groups
 from karpenter.cloud.aws.clients import Clients
 from karpenter.core.aws import amifamily, amis
 from karpenter.core.aws import nodeclass as nc
@@ -227,13 +228,14 @@ class Resolver:
         groups = await self.security_groups(spec.security_group_selector_terms)
         unsupported = self._unsupported(spec.ami_selector_terms)
         images = () if unsupported else await self.amis(spec.ami_selector_terms, now)
+        group = await placement_groups.resolve(self.clients.ec2, spec.placement_group)
         conds = [
             nc.Condition(nc.COND_AMIS, "False", "UnsupportedAlias", unsupported)
             if unsupported
             else _cond(nc.COND_AMIS, bool(images), "AMINotFound", AMI_NOT_FOUND),
             _cond(nc.COND_SUBNETS, bool(subnets), "SubnetsNotFound", SUBNETS_NOT_FOUND),
             _cond(nc.COND_SECURITY_GROUPS, bool(groups), "SecurityGroupsNotFound", SGS_NOT_FOUND),
-            nc.Condition(nc.COND_PLACEMENT_GROUP, "True", nc.COND_PLACEMENT_GROUP),
+            group.condition,
         ]
         profile = ""
         try:
@@ -247,7 +249,8 @@ class Resolver:
                 nc.Condition(nc.COND_INSTANCE_PROFILE, "False", "InstanceProfileNotFound", msg)
             )
         validation = _validation(node_class, conds)
-        status = nc.Status(subnets, groups, images, profile, ())
+        found = (group.group,) if group.group is not None else ()
+        status = nc.Status(subnets, groups, images, profile, (), placement_groups=found)
         if validation.status == "True" and self.dry_run:
             # the tags a launch would carry (no NodePool yet), as upstream's validation uses
             tags = awstags.instance_tags(spec.tags, self.cluster_name, "", node_class.name)

@@ -47,6 +47,7 @@ class Launch:
     max_pods: int
     capacity_type: str
     tags: Mapping[str, str]
+    placement: tuple[tuple[str, str | int], ...] = ()  # see core/aws/placement.py
 
 
 def default_block_devices(family: str) -> tuple[nc.BlockDevice, ...]:
@@ -123,6 +124,7 @@ def content(
         nested_virtualization=spec.nested_virtualization
         if sdkmodel.nested_virtualization()
         else "",
+        placement=launch.placement,
     )
 
 

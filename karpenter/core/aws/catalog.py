@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from karpenter.core.aws import amifamily, capacity, ec2types
+from karpenter.core.aws import amifamily, capacity, ec2types, placement
 from karpenter.core.aws import labels as awslbl
+from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.capacity import CapacityOptions
 from karpenter.core.aws.ec2types import InstanceTypeInfo
 from karpenter.core.aws.pricing import PriceTable
@@ -21,7 +22,9 @@ from karpenter.core.model.instancetype import InstanceType, Offering
 from karpenter.core.scheduling.requirements import Requirement, Requirements
 
 # Every key a type's requirements name: simulate and the scheduler treat them as well-known.
-WELL_KNOWN = frozenset({*awslbl.ALL, lbl.ZONE, lbl.REGION, lbl.INSTANCE_TYPE, lbl.ARCH, lbl.OS})
+WELL_KNOWN = frozenset(
+    {*awslbl.ALL, *placement.LABELS, lbl.ZONE, lbl.REGION, lbl.INSTANCE_TYPE, lbl.ARCH, lbl.OS}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,8 @@ class CatalogInput:
     nested_virtualization: bool = False
     # memory (milli-bytes) seen on registered Nodes, by type; replaces the overhead estimate
     discovered_memory: Mapping[str, int] = field(default_factory=dict)
+    placement_group: nc.PlacementGroup | None = None  # the NodeClass's resolved group
+    shifted_zone_ids: frozenset[str] = frozenset()  # ARC zonal shift: no offerings there
 
 
 NESTED_VIRTUALIZATION = "nested-virtualization"  # a ProcessorInfo.SupportedFeatures value
@@ -85,6 +90,7 @@ def requirements(info: InstanceTypeInfo, zones: Iterable[str], inp: CatalogInput
         reqs.append(
             Requirement.new(key, "In", [value]) if value else Requirement.new(key, "DoesNotExist")
         )
+    reqs.extend(placement.requirements(inp.placement_group))
     return Requirements(reqs)
 
 
@@ -95,7 +101,12 @@ def offerings(
     unavailable: UnavailableOfferings | None,
     now: float,
 ) -> tuple[Offering, ...]:
-    """One offering per zone × capacity type; unpriced or ICE-cached ones are unavailable."""
+    """One offering per zone × capacity type; unpriced, ICE-cached or zonal-shifted ones are
+    unavailable.
+
+    ICE met inside the NodeClass's placement group counts here too, ICE met in other groups
+    does not.
+    """
     out = []
     for zone in sorted(zones):
         for ct in ("on-demand", "spot"):
@@ -106,12 +117,12 @@ def offerings(
                 if ct == "on-demand"
                 else inp.prices.spot_price(info.name, zone)
             )
-            ice = unavailable is not None and unavailable.is_unavailable(ct, info.name, zone, now)
-            out.append(
-                Offering(
-                    zone, ct, price if price is not None else 0.0, price is not None and not ice
-                )
+            ice = unavailable is not None and unavailable.is_unavailable(
+                ct, info.name, zone, now, placement.ice_scope(inp.placement_group)
             )
+            shifted = inp.zone_ids.get(zone, "") in inp.shifted_zone_ids
+            ok = price is not None and not ice and not shifted
+            out.append(Offering(zone, ct, price if price is not None else 0.0, ok))
     return tuple(out)
 
 
@@ -146,7 +157,7 @@ def instance_type(
     nitro_ok = not inp.nitro_only or info.hypervisor == "nitro"
     nested_ok = not inp.nested_virtualization or NESTED_VIRTUALIZATION in info.features
     compat = compatible(info, inp.capacity.ami_family, inp.network_interfaces)
-    if not (nitro_ok and nested_ok and compat):
+    if not (nitro_ok and nested_ok and compat and placement.supports(info, inp.placement_group)):
         offers = tuple(Offering(o.zone, o.capacity_type, o.price, False) for o in offers)
     cap = capacity.capacity(info, inp.capacity)
     seen = inp.discovered_memory.get(info.name)

@@ -1,7 +1,9 @@
 """Cloud-side drift: does a launched instance still match its EC2NodeClass?
 
 Checked in upstream's order, first hit wins: the NodeClass static hash (same hash version
-only), the AMI the status would now pick for the type, the security groups, the subnet.
+only), the AMI the status would now pick for the type, the security groups, the subnet, the
+placement group (the claim's ``placement-group-id`` label against the resolved group, ``""``
+on both sides meaning none).
 Requirement and NodePool drift are the core's business.
 """
 
@@ -11,12 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from karpenter.core.aws import labels as awslbl
+from karpenter.core.aws import placement
 from karpenter.core.aws.nodeclass import AMI, Status
 
 NODECLASS_DRIFT = "NodeClassDrift"
 AMI_DRIFT = "AMIDrift"
 SECURITY_GROUP_DRIFT = "SecurityGroupDrift"
 SUBNET_DRIFT = "SubnetDrift"
+PLACEMENT_GROUP_DRIFT = "PlacementGroupDrift"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +51,12 @@ def drift_reason(
     expected_ami: AMI | None,
     claim_annotations: Mapping[str, str],
     class_annotations: Mapping[str, str],
+    claim_labels: Mapping[str, str] | None = None,
 ) -> str:
-    """The first drift reason, or ``""``. ``expected_ami``: the AMI status picks for the type."""
+    """The first drift reason, or ``""``. ``expected_ami``: the AMI status picks for the type.
+
+    Placement-group drift is checked only when the claim's labels are given.
+    """
     if hash_drifted(claim_annotations, class_annotations):
         return NODECLASS_DRIFT
     if status.amis and (expected_ami is None or expected_ami.id != facts.image_id):
@@ -59,4 +67,13 @@ def drift_reason(
         return SECURITY_GROUP_DRIFT
     if status.subnets and facts.subnet_id not in {s.id for s in status.subnets}:
         return SUBNET_DRIFT
+    if claim_labels is not None and placement_drifted(claim_labels, status):
+        return PLACEMENT_GROUP_DRIFT
     return ""
+
+
+def placement_drifted(claim_labels: Mapping[str, str], status: Status) -> bool:
+    """The claim was launched into another placement group than the class now resolves to
+    (or into one while the class has none, or outside one while it has one)."""
+    group = status.placement_group()
+    return claim_labels.get(placement.LABEL_ID, "") != (group.id if group else "")

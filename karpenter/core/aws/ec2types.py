@@ -74,6 +74,7 @@ class InstanceTypeInfo:
     encryption_in_transit: bool = False
     nitro_enclaves: bool = False
     features: tuple[str, ...] = ()
+    placement_strategies: tuple[str, ...] = ()  # PlacementGroupInfo.SupportedStrategies
 
 
 def _devices(items: Sequence[object]) -> tuple[Device, ...]:
@@ -148,6 +149,9 @@ def parse(raw: Raw) -> InstanceTypeInfo:
         encryption_in_transit=network.get("EncryptionInTransitSupported") is True,
         nitro_enclaves=_str(raw, "NitroEnclavesSupport") == "supported",
         features=tuple(str(f) for f in _list(processor, "SupportedFeatures")),
+        placement_strategies=tuple(
+            str(s) for s in _list(_map(raw, "PlacementGroupInfo"), "SupportedStrategies")
+        ),
     )
 
 

@@ -112,6 +112,7 @@ class Spec:
     ip_prefix_count: int | None = None
     connection_tracking: ConnectionTracking | None = None
     nested_virtualization: str = ""  # cpuOptions.nestedVirtualization: enabled | disabled | unset
+    placement_group: SelectorTerm | None = None  # placementGroupSelector: its name or its id
 
     def efa_only_interfaces(self, card: int | None = None) -> int:
         """How many efa-only interfaces (on one network card, or in all)."""
@@ -151,6 +152,18 @@ class AMI:
 
 
 @dataclass(frozen=True, slots=True)
+class PlacementGroup:
+    """A resolved placement group (``core/aws/placement.py`` says what it changes)."""
+
+    id: str
+    name: str
+    strategy: str  # cluster | partition | spread
+    state: str = "available"
+    partition_count: int = 0  # partition groups only
+    spread_level: str = ""  # spread groups only: rack | host
+
+
+@dataclass(frozen=True, slots=True)
 class Condition:
     """A status condition."""
 
@@ -169,6 +182,11 @@ class Status:
     amis: tuple[AMI, ...] = ()
     instance_profile: str = ""
     conditions: tuple[Condition, ...] = ()
+    placement_groups: tuple[PlacementGroup, ...] = ()  # at most one: the selector's
+
+    def placement_group(self) -> PlacementGroup | None:
+        """The resolved placement group, if the NodeClass has one."""
+        return self.placement_groups[0] if self.placement_groups else None
 
     def condition(self, kind: str) -> Condition | None:
         """The condition of that type, if set."""

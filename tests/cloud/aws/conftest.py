@@ -13,6 +13,15 @@ honestly:
   ``UnauthorizedOperation`` error, as EC2 does when IAM denies the call. moto ignores
   ``DryRun`` on CreateFleet (it would launch), so allowed CreateFleet dry runs get EC2's
   ``DryRunOperation`` answer from the proxy.
+- Placement groups. moto 5.2.1 has no placement-group API; the proxy answers
+  DescribePlacementGroups itself from ``Capacity.placement_groups`` (``placement_proxy.py``
+  renders EC2's response and its not-found errors; listed in ``deny``, the call itself is
+  refused with ``UnauthorizedOperation``). When ``partition_number`` is set, DescribeInstances
+  answers carry it as each instance's ``Placement.PartitionNumber``: moto ignores a template's
+  placement, and this is the partition EC2 would have assigned in a partition group.
+- ARC zonal shift. moto 5.2.1 has no ``arc-zonal-shift``; the proxy answers its
+  GetManagedResource (``GET /managedresources/<arn>``) from ``Capacity.arc``
+  (``arc_proxy.py``: ARC's JSON shape, ``ResourceNotFoundException`` for an unmanaged ARN).
 - AWS-owned SSM public parameters (``/aws/service/eks/...``). PutParameter refuses the
   reserved ``/aws`` prefix, so the test seeds them into moto's in-process SSM backend, the way
   moto itself preloads ``/aws/service/ami-amazon-linux-latest``.
@@ -42,6 +51,7 @@ from moto.ssm.models import Parameter, ssm_backends
 from karpenter.cloud.aws import clients as aws_clients
 from karpenter.cloud.aws import ec2data
 from karpenter.cloud.aws.ec2data import RegionTypes
+from tests.cloud.aws import arc_proxy, placement_proxy
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -58,7 +68,11 @@ class Capacity:
     last_pools: list[tuple[str, str]] = field(default_factory=list)  # last CreateFleet's pools
     deny: set[str] = field(default_factory=set)  # EC2 actions whose dry runs are unauthorized
     codes: dict[tuple[str, str], str] = field(default_factory=dict)  # pool → error (default ICE)
+    messages: dict[tuple[str, str], str] = field(default_factory=dict)  # pool → error message
     calls: collections.Counter[str] = field(default_factory=collections.Counter)  # EC2 actions
+    placement_groups: list[placement_proxy.Group] = field(default_factory=list)  # EC2's groups
+    partition_number: int | None = None  # the partition EC2 "assigned" (DescribeInstances)
+    arc: arc_proxy.Resources = field(default_factory=arc_proxy.Resources)  # ARC zonal shifts
 
 
 @functools.cache
@@ -101,14 +115,14 @@ def _rewrite_fleet(
     return other, dropped, requested
 
 
-def _error_items(
-    dropped: list[dict[str, str]], lifecycle: str, codes: dict[tuple[str, str], str]
-) -> str:
+def _error_items(dropped: list[dict[str, str]], lifecycle: str, capacity: Capacity) -> str:
     items = []
     for d in dropped:
-        code = codes.get(
-            (d.get("InstanceType", ""), d.get("AvailabilityZone", "")),
-            "InsufficientInstanceCapacity",
+        pool = (d.get("InstanceType", ""), d.get("AvailabilityZone", ""))
+        code = capacity.codes.get(pool, "InsufficientInstanceCapacity")
+        message = capacity.messages.get(
+            pool,
+            "We currently do not have sufficient capacity in the Availability Zone you requested.",
         )
         items.append(
             "<item><launchTemplateAndOverrides><overrides>"
@@ -118,8 +132,7 @@ def _error_items(
             "</overrides></launchTemplateAndOverrides>"
             f"<lifecycle>{lifecycle}</lifecycle>"
             f"<errorCode>{code}</errorCode>"
-            "<errorMessage>We currently do not have sufficient capacity in the "
-            "Availability Zone you requested.</errorMessage>"
+            f"<errorMessage>{message}</errorMessage>"
             "</item>"
         )
     return "<errorSet>" + "".join(items) + "</errorSet>"
@@ -143,17 +156,28 @@ _DRY_RUN_OK = (
 class _Rewrite:
     body: bytes
     extra: str = ""  # errorSet XML to add to moto's answer
-    reply: tuple[int, str] | None = None  # answer without asking moto
+    reply: tuple[int, str] | tuple[int, str, str] | None = None  # answer without moto
+    patch: tuple[str, str] | None = None  # (old, new) replaced throughout moto's answer
 
 
-def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
-    """What EC2 would do differently from moto for this request."""
+def _rewrite(body: bytes, capacity: Capacity, path: str = "/") -> _Rewrite:
+    """What EC2 would do differently from moto for this request (or ARC, which moto lacks)."""
+    if path.startswith(arc_proxy.PREFIX):
+        return _Rewrite(body, reply=(*arc_proxy.answer(path, capacity.arc), "application/json"))
     action = dict(urllib.parse.parse_qsl(body.decode())).get("Action", "")
     capacity.calls[action] += 1
     if action in capacity.deny and b"DryRun=true" in body:
         return _Rewrite(body, reply=(403, _DENIED))  # EC2's answer when IAM denies the call
     if action == "CreateFleet" and b"DryRun=true" in body:
         return _Rewrite(body, reply=(412, _DRY_RUN_OK))  # moto would launch; EC2 only checks
+    if action == "DescribePlacementGroups":
+        query = urllib.parse.parse_qs(body.decode())
+        denied = action in capacity.deny  # Karpenter never dry-runs it: deny the call itself
+        reply = placement_proxy.answer(query, capacity.placement_groups, denied)
+        return _Rewrite(body, reply=reply)
+    if action == "DescribeInstances" and capacity.partition_number is not None:
+        number = f"<partitionNumber>{capacity.partition_number}</partitionNumber>"
+        return _Rewrite(body, patch=("<placement>", "<placement>" + number))
     if action != "CreateFleet":
         return _Rewrite(body)
     capacity.fleet_calls += 1
@@ -166,7 +190,7 @@ def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
     params, dropped, capacity.last_pools = _rewrite_fleet(params, empty)
     if not dropped:
         return _Rewrite(body)
-    extra = _error_items(dropped, dict(params).get(key, "on-demand"), capacity.codes)
+    extra = _error_items(dropped, dict(params).get(key, "on-demand"), capacity)
     if not any(".Overrides." in k for k, _ in params):
         return _Rewrite(
             body,
@@ -188,7 +212,8 @@ def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPSe
             pass
 
         def _forward(self, method: str) -> None:
-            rw = _rewrite(self.rfile.read(int(self.headers.get("Content-Length") or 0)), capacity)
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            rw = _rewrite(body, capacity, self.path)
             if rw.reply is not None:
                 return self._reply(*rw.reply)
             conn = http.client.HTTPConnection(
@@ -204,6 +229,8 @@ def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPSe
             conn.close()
             if rw.extra:
                 data = data.replace("<fleetInstanceSet>", rw.extra + "<fleetInstanceSet>", 1)
+            if rw.patch:
+                data = data.replace(*rw.patch)
             self._reply(resp.status, data, resp.getheader("Content-Type") or "text/xml")
 
         def _reply(self, status: int, text: str, ctype: str = "text/xml") -> None:
@@ -291,7 +318,11 @@ async def clients(moto: Moto, account: Account) -> AsyncIterator[aws_clients.Cli
     moto.capacity.last_pools = []
     moto.capacity.deny.clear()
     moto.capacity.codes.clear()
+    moto.capacity.messages.clear()
     moto.capacity.calls.clear()
+    moto.capacity.placement_groups.clear()
+    moto.capacity.partition_number = None
+    moto.capacity.arc.managed.clear()
     async with aws_clients.open_clients(REGION, moto.proxy_url, _session()) as c:
         yield c
 
