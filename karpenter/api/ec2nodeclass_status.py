@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from karpenter.api import ec2nodeclass_reservations as reservations
 from karpenter.core.aws import nodeclass as nc
 
 
@@ -25,6 +26,7 @@ def status_doc(status: nc.Status, transition_time: str) -> dict[str, Any]:
             for a in status.amis
         ],
         "instanceProfile": status.instance_profile,
+        "capacityReservations": reservations.status_doc(status.capacity_reservations),
         "conditions": [
             {
                 "type": c.type,
@@ -87,4 +89,5 @@ def status_from_doc(raw: Any) -> nc.Status:
             )
             for i in items("conditions")
         ),
+        reservations.status_from_doc(raw.get("capacityReservations")),
     )

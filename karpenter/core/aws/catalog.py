@@ -8,9 +8,9 @@ capacity, overhead, labels and offerings the controller would compute.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from karpenter.core.aws import amifamily, capacity, ec2types
+from karpenter.core.aws import amifamily, capacity, ec2types, reservations
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws.capacity import CapacityOptions
 from karpenter.core.aws.ec2types import InstanceTypeInfo
@@ -21,7 +21,9 @@ from karpenter.core.model.instancetype import InstanceType, Offering
 from karpenter.core.scheduling.requirements import Requirement, Requirements
 
 # Every key a type's requirements name: simulate and the scheduler treat them as well-known.
-WELL_KNOWN = frozenset({*awslbl.ALL, lbl.ZONE, lbl.REGION, lbl.INSTANCE_TYPE, lbl.ARCH, lbl.OS})
+WELL_KNOWN = frozenset(
+    {*awslbl.ALL, *reservations.LABELS, lbl.ZONE, lbl.REGION, lbl.INSTANCE_TYPE, lbl.ARCH, lbl.OS}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,9 @@ class CatalogInput:
     nitro_only: bool = False  # connectionTracking is only honoured by Nitro instances
     # memory (milli-bytes) seen on registered Nodes, by type; replaces the overhead estimate
     discovered_memory: Mapping[str, int] = field(default_factory=dict)
+    # the NodeClass's capacity reservations and how many instances each can still start
+    reservations: tuple[reservations.CapacityReservation, ...] = ()
+    reservation_available: Mapping[str, int] = field(default_factory=dict)
 
 
 def _os(family: str, arch: str) -> tuple[str, ...]:
@@ -47,7 +52,12 @@ def _os(family: str, arch: str) -> tuple[str, ...]:
     return ("linux",)
 
 
-def requirements(info: InstanceTypeInfo, zones: Iterable[str], inp: CatalogInput) -> Requirements:
+def requirements(
+    info: InstanceTypeInfo,
+    zones: Iterable[str],
+    inp: CatalogInput,
+    reserved: tuple[Offering, ...] = (),
+) -> Requirements:
     """The type's label requirements; every AWS key it lacks becomes DoesNotExist."""
     family = inp.capacity.ami_family
     arch = ec2types.arch_label(info)
@@ -60,7 +70,9 @@ def requirements(info: InstanceTypeInfo, zones: Iterable[str], inp: CatalogInput
         Requirement.new(lbl.ZONE, "In", zone_list),
         Requirement.new(lbl.REGION, "In", [inp.region]),
         Requirement.new(
-            lbl.CAPACITY_TYPE, "In", sorted(set(info.usage_classes) & {"on-demand", "spot"})
+            lbl.CAPACITY_TYPE,
+            "In",
+            sorted(set(info.usage_classes) & {"on-demand", "spot"} | _reserved_type(reserved)),
         ),
         Requirement.new(awslbl.TENANCY, "In", ["default"]),
     ]
@@ -70,6 +82,8 @@ def requirements(info: InstanceTypeInfo, zones: Iterable[str], inp: CatalogInput
         if build
         else Requirement.new(lbl.WINDOWS_BUILD, "DoesNotExist")
     )
+    kinds = {r.id: r.reservation_type for r in inp.reservations}
+    reqs.extend(reservations.requirements(reserved, kinds))
     ids = sorted({inp.zone_ids[z] for z in zone_list if z in inp.zone_ids})
     if ids:
         reqs.append(Requirement.new(awslbl.ZONE_ID, "In", ids))
@@ -81,6 +95,10 @@ def requirements(info: InstanceTypeInfo, zones: Iterable[str], inp: CatalogInput
             Requirement.new(key, "In", [value]) if value else Requirement.new(key, "DoesNotExist")
         )
     return Requirements(reqs)
+
+
+def _reserved_type(reserved: tuple[Offering, ...]) -> set[str]:
+    return {lbl.CAPACITY_TYPE_RESERVED} if reserved else set()
 
 
 def offerings(
@@ -137,17 +155,24 @@ def instance_type(
         zones &= inp.allowed_zones
     if not zones:
         return None
-    offers = offerings(info, zones, inp, unavailable, now)
+    reserved = reservations.offerings(
+        info.name,
+        inp.reservations,
+        inp.prices.on_demand_price(info.name),
+        inp.reservation_available,
+        zones,
+    )
+    offers = (*offerings(info, zones, inp, unavailable, now), *reserved)
     nitro_ok = not inp.nitro_only or info.hypervisor == "nitro"
     if not nitro_ok or not compatible(info, inp.capacity.ami_family, inp.network_interfaces):
-        offers = tuple(Offering(o.zone, o.capacity_type, o.price, False) for o in offers)
+        offers = tuple(replace(o, available=False) for o in offers)
     cap = capacity.capacity(info, inp.capacity)
     seen = inp.discovered_memory.get(info.name)
     if seen is not None:
         cap["memory"] = seen
     return InstanceType(
         info.name,
-        requirements(info, zones, inp),
+        requirements(info, zones, inp, reserved),
         offers,
         cap,
         capacity.overhead(info, inp.capacity),

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from karpenter.core.aws import amifamily
+from karpenter.core.aws import amifamily, reservations
 from karpenter.core.aws.capacity import Kubelet
 
 COND_READY = "Ready"
@@ -22,6 +22,7 @@ COND_SECURITY_GROUPS = "SecurityGroupsReady"
 COND_INSTANCE_PROFILE = "InstanceProfileReady"
 COND_VALIDATION = "ValidationSucceeded"
 COND_PLACEMENT_GROUP = "PlacementGroupReady"
+COND_CAPACITY_RESERVATIONS = "CapacityReservationsReady"
 CONDITIONS = (
     COND_AMIS,
     COND_SUBNETS,
@@ -111,6 +112,7 @@ class Spec:
     network_interfaces: tuple[NetworkInterface, ...] = ()
     ip_prefix_count: int | None = None
     connection_tracking: ConnectionTracking | None = None
+    capacity_reservation_selector_terms: tuple[reservations.SelectorTerm, ...] = ()
 
     def efa_only_interfaces(self, card: int | None = None) -> int:
         """How many efa-only interfaces (on one network card, or in all)."""
@@ -168,6 +170,7 @@ class Status:
     amis: tuple[AMI, ...] = ()
     instance_profile: str = ""
     conditions: tuple[Condition, ...] = ()
+    capacity_reservations: tuple[reservations.CapacityReservation, ...] = ()
 
     def condition(self, kind: str) -> Condition | None:
         """The condition of that type, if set."""

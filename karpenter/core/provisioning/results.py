@@ -187,6 +187,10 @@ def finalize_claim(ctx: PassContext, claim: Claim) -> NewNodeClaim | str:
     labels[lbl.NODEPOOL] = pool.name
     if launch.reservation_id and ctx.options.reservation_id_label:
         labels[ctx.options.reservation_id_label] = launch.reservation_id
+    elif not launch.reservation_id:
+        # a type's single reservation shows up among its single values; not this node's
+        for key in ctx.options.reservation_labels:
+            labels.pop(key, None)
     return NewNodeClaim(
         pool.name,
         claim.hostname,
