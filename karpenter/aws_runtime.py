@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -37,7 +37,9 @@ from karpenter.controllers.aws_refresh import Refresher
 from karpenter.core.aws import interruption as interruption_msg
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws import reservations as rsv
 from karpenter.core.aws import tags
+from karpenter.core.model.cluster import Options
 from karpenter.core.model.node import NodeClaim
 from karpenter.kube import codec, errors
 from karpenter.kube.client import EC2NODECLASSES, NODECLAIMS, NODES, KubeClient, Obj, Resource
@@ -45,7 +47,7 @@ from karpenter.kube.events import EventRecorder
 from karpenter.kube.informers import Sink
 from karpenter.observability.logging import get_logger
 from karpenter.observability.metrics import Metrics
-from karpenter.settings import AWSSettings
+from karpenter.settings import AWSSettings, Settings
 from karpenter.state.cluster import ClusterState, KindStore
 
 NODECLASS_FINALIZER = "karpenter.k8s.aws/termination"
@@ -181,6 +183,15 @@ class ClaimEvents:
                 await self.recorder.publish(involved, "Warning", reason, message)
 
 
+def core_options(settings: Settings) -> Options:
+    """The core's options plus AWS's reservation labels (the core takes them as data)."""
+    return replace(
+        settings.core_options(),
+        reservation_id_label=rsv.ID_LABEL,
+        reservation_labels=frozenset(rsv.LABELS),
+    )
+
+
 @dataclass
 class AWSRuntime:
     """What the operator runs for AWS."""
@@ -289,7 +300,13 @@ async def open_aws(
                 )
             )
         if settings.INTERRUPTION_QUEUE:
-            interruption = InterruptionController(claims, cloud.unavailable, clock.now, events)
+            interruption = InterruptionController(
+                claims,
+                cloud.unavailable,
+                clock.now,
+                events,
+                reservations=cloud.reservation_availability,
+            )
             services.append(
                 _interruptions(cloud, interruption, settings.INTERRUPTION_QUEUE, clock, metrics)
             )

@@ -27,6 +27,7 @@ from karpenter.controllers.lifecycle import Lifecycle
 from karpenter.controllers.nodepool import NodePoolStatus
 from karpenter.controllers.provisioner import Provisioner
 from karpenter.controllers.termination import Termination
+from karpenter.core.model.cluster import Options
 from karpenter.kube import client as kc
 from karpenter.kube.events import EventRecorder
 from karpenter.kube.informers import Informer, Sink
@@ -81,6 +82,7 @@ class Operator:
         state: ClusterState | None = None,
         identity: str = "",
         serve: bool = True,
+        options: Options | None = None,
     ) -> None:
         self.settings = settings
         self.cloud = cloud
@@ -110,7 +112,7 @@ class Operator:
             metered("provisioner"),
             self.recorder,
             clock,
-            settings.core_options(),
+            options or settings.core_options(),  # a provider adds its own labels
             metrics,
             batch_idle_s=settings.batch_idle_seconds,
             batch_max_s=settings.batch_max_seconds,

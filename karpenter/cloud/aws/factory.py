@@ -69,4 +69,10 @@ async def _cluster(c: aws_clients.Clients, settings: AWSSettings) -> tuple[AWSSe
 def resolver(provider: AWSCloudProvider, k8s_version: str) -> resolve.Resolver:
     """The NodeClass resolver for the provider's account, honouring ``DISABLE_DRY_RUN``."""
     s = provider.settings
-    return resolve.Resolver(provider.clients, s.CLUSTER_NAME, k8s_version, not s.DISABLE_DRY_RUN)
+    return resolve.Resolver(
+        provider.clients,
+        s.CLUSTER_NAME,
+        k8s_version,
+        not s.DISABLE_DRY_RUN,
+        availability=provider.reservation_availability,
+    )

@@ -39,6 +39,11 @@ class Content:
     network_interfaces: tuple[tuple[int, int, str], ...] = ()  # (card, device, type)
     ip_prefix_count: int | None = None
     connection_tracking: tuple[tuple[str, int], ...] = ()  # (EC2 field, seconds)
+    # a reserved launch targets exactly one reservation; "" with opt_out_of_reservations set
+    # keeps on-demand/spot instances out of open ODCRs, whose counts Karpenter tracks
+    capacity_reservation_id: str = ""
+    capacity_block: bool = False
+    opt_out_of_reservations: bool = False
 
     def data(self) -> dict[str, Any]:
         """The CreateLaunchTemplate ``LaunchTemplateData``."""
@@ -64,7 +69,26 @@ class Content:
         }
         if self.block_devices:
             data["BlockDeviceMappings"] = [_bdm(b) for b in self.block_devices]
+        data.update(self._reservation())
         return data
+
+    def _reservation(self) -> dict[str, Any]:
+        """CapacityReservationSpecification (and the capacity-block market) of the template."""
+        if self.capacity_reservation_id:
+            out: dict[str, Any] = {
+                "CapacityReservationSpecification": {
+                    "CapacityReservationPreference": "capacity-reservations-only",
+                    "CapacityReservationTarget": {
+                        "CapacityReservationId": self.capacity_reservation_id
+                    },
+                }
+            }
+            if self.capacity_block:
+                out["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+            return out
+        if self.opt_out_of_reservations:
+            return {"CapacityReservationSpecification": {"CapacityReservationPreference": "none"}}
+        return {}
 
     def _nics(self) -> list[dict[str, Any]]:
         """One NIC per spec.networkInterfaces entry, else the default device-0 ENI.

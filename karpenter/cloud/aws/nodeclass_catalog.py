@@ -48,8 +48,10 @@ def catalog_input(
     region: RegionTypes,
     prices: PriceTable,
     discovered_memory: Mapping[str, int],
+    reservation_available: Mapping[str, int] | None = None,
 ) -> catalog.CatalogInput:
-    """``catalog.build``'s input for the class (zones limited to its subnets')."""
+    """``catalog.build``'s input for the class (zones limited to its subnets'; reserved
+    offerings from its ``status.capacityReservations`` with the counts Karpenter knows)."""
     return catalog.CatalogInput(
         region=settings.AWS_REGION,
         zones=region.zones,
@@ -63,4 +65,6 @@ def catalog_input(
             for n in node_class.spec.network_interfaces
         ),
         nitro_only=node_class.spec.connection_tracking is not None,
+        reservations=node_class.status.capacity_reservations,
+        reservation_available=dict(reservation_available or {}),
     )

@@ -34,6 +34,7 @@ from karpenter.cloud.provider import (
 from karpenter.core.aws import amis, catalog, discovered, drift, launch, tags
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws import reservations as rsv
 from karpenter.core.aws.discovered import DiscoveredCapacity
 from karpenter.core.aws.pricing import PriceTable
 from karpenter.core.aws.subnets import InflightIPs
@@ -81,6 +82,7 @@ class AWSCloudProvider:
         self.min_values_best_effort = False  # MIN_VALUES_POLICY=BestEffort (core settings)
         self.eks_version = ""  # set when EKS_CONTROL_PLANE says to trust EKS for the version
         self.unavailable = UnavailableOfferings()
+        self.reservation_availability = rsv.Availability()  # synced by NodeClass discovery
         self.exhausted_subnets: dict[str, float] = {}  # subnet id → until
         self.discovered = DiscoveredCapacity()
         self.inflight_ips = InflightIPs()
@@ -130,6 +132,7 @@ class AWSCloudProvider:
             self._data_version,
             self.unavailable.active(self.now()),
             tuple(sorted(self.discovered.for_amis(self._amis_key(node_class), self.now()).items())),
+            self.reservation_availability.seq,
         )
         found = self._catalogs.get(key)
         if found is None:
@@ -139,6 +142,7 @@ class AWSCloudProvider:
                 self.region,
                 self.prices,
                 self.discovered.for_amis(self._amis_key(node_class), self.now()),
+                self.reservation_availability.counts,
             )
             found = catalog.build(self.region.infos, inp, self.unavailable, self.now())
             self._catalogs = {key: found}  # one NodeClass at a time is the common case
@@ -191,15 +195,21 @@ class AWSCloudProvider:
             )
             try:
                 plan = launch.plan(
-                    claim, types, subnets, node_class.status.amis, self.min_values_best_effort
+                    claim,
+                    types,
+                    subnets,
+                    node_class.status.amis,
+                    self.min_values_best_effort,
+                    {r.id: r.reservation_type for r in node_class.status.capacity_reservations},
                 )
             except launch.NoCapacityError as err:
                 raise InsufficientCapacityError(str(err), tuple(tried)) from None
             result = await self._fleet_retrying(claim, node_class, plan, types, now)
-            tried.extend(self._record(result.errors, plan.capacity_type, now))
+            tried.extend(self._record(result.errors, plan, now))
             if result.instance is not None:
                 groups = frozenset(g.id for g in node_class.status.security_groups)
                 instance = instances.from_fleet(result.instance, groups, now)
+                instance = self._reserved(instance, plan)
                 pods = next(
                     (t.capacity.get("pods", 0) for t in types if t.name == instance.instance_type),
                     0,
@@ -237,12 +247,34 @@ class AWSCloudProvider:
         for subnet in [k for k, until in self.exhausted_subnets.items() if until <= now]:
             del self.exhausted_subnets[subnet]
 
+    def _reserved(self, inst: instances.Instance, plan: launch.Plan) -> instances.Instance:
+        """A launch into a reservation: which one (its override's), and one slot fewer there."""
+        rid = next(
+            (
+                o.reservation_id
+                for o in plan.overrides
+                if (o.instance_type, o.zone) == (inst.instance_type, inst.zone)
+            ),
+            "",
+        )
+        if not rid:
+            return inst
+        self.reservation_availability.consume(rid)
+        return replace(inst, capacity_type=lbl.CAPACITY_TYPE_RESERVED, reservation_id=rid)
+
     def _record(
-        self, errs: Sequence[fleet.FleetError], capacity_type: str, now: float
+        self, errs: Sequence[fleet.FleetError], plan: launch.Plan, now: float
     ) -> list[OfferingRef]:
+        capacity_type = plan.capacity_type
+        reserved = {(o.instance_type, o.zone): o.reservation_id for o in plan.overrides}
         refs = []
         for err in errs:
-            if err.code == errors.SPOT_SLR:
+            rid = reserved.get((err.instance_type, err.zone), "")
+            if rid and err.code in errors.CAPACITY:
+                # a full reservation is not a pool shortage: only that reservation is out
+                self.reservation_availability.exhaust(rid)
+                refs.append(OfferingRef(err.instance_type, err.zone, capacity_type))
+            elif err.code == errors.SPOT_SLR:
                 self.unavailable.mark_capacity_type("spot", now)
             elif err.code == errors.SUBNET_FULL and err.subnet_id:
                 # the subnet, not the pool, is out: other subnets of the zone may still launch
@@ -261,22 +293,24 @@ class AWSCloudProvider:
         now: float,
     ) -> fleet.FleetResult:
         pods = {it.name: it.capacity.get("pods", 0) // 1000 for it in types}
-        groups: dict[tuple[str, int], list[launch.Override]] = {}
+        groups: dict[tuple[str, int, str], list[launch.Override]] = {}
         for o in plan.overrides:
-            groups.setdefault((o.image_id, pods[o.instance_type]), []).append(o)
+            # a reserved override needs a template targeting its own reservation
+            groups.setdefault((o.image_id, pods[o.instance_type], o.reservation_id), []).append(o)
         base_tags = tags.instance_tags(
             node_class.spec.tags, self.settings.CLUSTER_NAME, claim.nodepool, node_class.name
         )
         named = []
-        for (image_id, max_pods), overrides in groups.items():
+        for (image_id, max_pods, rid), overrides in groups.items():
+            kind = plan.reservation_type if rid else ""
             content = templates.content(
                 self._cluster(),
                 claim,
                 node_class,
-                templates.Launch(image_id, max_pods, plan.capacity_type, base_tags),
+                templates.Launch(image_id, max_pods, plan.capacity_type, base_tags, rid, kind),
             )
             named.append((await self.launch_templates.ensure(content, now), overrides))
-        req = fleet.request(plan.capacity_type, named, base_tags, node_class.spec.context)
+        req = fleet.request(plan.fleet_capacity_type, named, base_tags, node_class.spec.context)
         return await self.fleets.create(req)
 
     def _cluster(self) -> templates.Cluster:
@@ -300,6 +334,18 @@ class AWSCloudProvider:
         labels = dict(claim.labels)
         if it is not None:
             labels.update(it.requirements.single_values())
+        for key in rsv.LABELS:
+            labels.pop(key, None)  # only the reservation actually launched into labels the node
+        if inst.reservation_id:
+            labels[rsv.ID_LABEL] = inst.reservation_id
+            labels[rsv.TYPE_LABEL] = next(
+                (
+                    r.reservation_type
+                    for r in node_class.status.capacity_reservations
+                    if r.id == inst.reservation_id
+                ),
+                rsv.TYPE_DEFAULT,
+            )
         labels.update(
             {
                 lbl.INSTANCE_TYPE: inst.instance_type,
@@ -396,5 +442,10 @@ class AWSCloudProvider:
             ),
             awslbl.ANNOTATION_NODECLASS_HASH_VERSION: awslbl.NODECLASS_HASH_VERSION,
         }
-        facts = drift.InstanceFacts(inst.image_id, inst.subnet_id, inst.security_group_ids)
+        facts = drift.InstanceFacts(
+            inst.image_id,
+            inst.subnet_id,
+            inst.security_group_ids,
+            inst.reservation_id or claim.labels.get(rsv.ID_LABEL, ""),
+        )
         return drift.drift_reason(facts, node_class.status, expected, claim.annotations, current)

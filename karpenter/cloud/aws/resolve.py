@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from karpenter.cloud.aws import authcheck, errors
+from karpenter.cloud.aws import authcheck, capacityreservations, errors
 from karpenter.cloud.aws.clients import Clients
 from karpenter.core.aws import amifamily, amis
 from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws import reservations as rsv
 from karpenter.core.aws import tags as awstags
 
 AMI_NOT_FOUND = "AMISelector did not match any AMIs"
@@ -82,6 +83,8 @@ class Resolver:
     k8s_version: str = "1.31"
     dry_run: bool = True  # DISABLE_DRY_RUN=true turns the authorization checks off
     ssm_cache: SSMCache = field(default_factory=SSMCache)
+    # the provider's reservation ledger: every discovery refreshes its counts
+    availability: rsv.Availability | None = None
 
     async def subnets(self, terms: Sequence[nc.SelectorTerm]) -> tuple[nc.Subnet, ...]:
         """Matching subnets, most free IPs first, then by id."""
@@ -219,6 +222,18 @@ class Resolver:
                     return why
         return ""
 
+    async def capacity_reservations(
+        self, spec: nc.Spec, now: datetime
+    ) -> tuple[rsv.CapacityReservation, ...]:
+        """The selected reservations (none asked for without terms); counts go to the ledger."""
+        terms = spec.capacity_reservation_selector_terms
+        if not terms:
+            return ()
+        found = await capacityreservations.discover(self.clients.ec2, terms, now.timestamp())
+        if self.availability is not None:
+            self.availability.sync(found.available)
+        return found.reservations
+
     async def status(self, node_class: nc.EC2NodeClass, now: datetime) -> nc.Status:
         """The resolved status with upstream's conditions (Ready is their conjunction)."""
         spec = node_class.spec
@@ -234,6 +249,10 @@ class Resolver:
             _cond(nc.COND_SECURITY_GROUPS, bool(groups), "SecurityGroupsNotFound", SGS_NOT_FOUND),
             nc.Condition(nc.COND_PLACEMENT_GROUP, "True", nc.COND_PLACEMENT_GROUP),
         ]
+        reservations = await self.capacity_reservations(spec, now)
+        conds.append(
+            nc.Condition(nc.COND_CAPACITY_RESERVATIONS, "True", nc.COND_CAPACITY_RESERVATIONS)
+        )
         profile = ""
         try:
             profile = await self.instance_profile(node_class)
@@ -246,7 +265,7 @@ class Resolver:
                 nc.Condition(nc.COND_INSTANCE_PROFILE, "False", "InstanceProfileNotFound", msg)
             )
         validation = _validation(node_class, conds)
-        status = nc.Status(subnets, groups, images, profile, ())
+        status = nc.Status(subnets, groups, images, profile, (), reservations)
         if validation.status == "True" and self.dry_run:
             validation = await authcheck.check(self.clients.ec2, status) or validation
         conds.append(validation)

@@ -15,6 +15,7 @@ from karpenter.cloud.aws.launchtemplates import Content
 from karpenter.cloud.provider import CreateError
 from karpenter.core.aws import amifamily, userdata
 from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws import reservations as rsv
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.scheduling.taints import Taint
@@ -43,6 +44,8 @@ class Launch:
     max_pods: int
     capacity_type: str
     tags: Mapping[str, str]
+    reservation_id: str = ""  # the reservation a reserved launch targets
+    reservation_type: str = ""
 
 
 def default_block_devices(family: str) -> tuple[nc.BlockDevice, ...]:
@@ -62,6 +65,11 @@ def user_data(
     """The rendered user data (raises CreateError above EC2's limit)."""
     family = node_class.resolved_family()
     labels = {**claim.labels, lbl.CAPACITY_TYPE: launch.capacity_type}
+    for key in rsv.LABELS:
+        labels.pop(key, None)  # the claim may list several reservations; the node is in one
+    if launch.reservation_id:
+        labels[rsv.ID_LABEL] = launch.reservation_id
+        labels[rsv.TYPE_LABEL] = launch.reservation_type or rsv.TYPE_DEFAULT
     if family != amifamily.CUSTOM:
         labels[lbl.DO_NOT_SYNC_TAINTS] = "true"
     taints = (*claim.taints, *claim.startup_taints)
@@ -114,6 +122,10 @@ def content(
         ),
         ip_prefix_count=spec.ip_prefix_count,
         connection_tracking=_conntrack(spec.connection_tracking),
+        capacity_reservation_id=launch.reservation_id,
+        capacity_block=launch.reservation_type == rsv.TYPE_CAPACITY_BLOCK,
+        opt_out_of_reservations=bool(spec.capacity_reservation_selector_terms)
+        and not launch.reservation_id,
     )
 
 

@@ -1,7 +1,8 @@
 """Cloud-side drift: does a launched instance still match its EC2NodeClass?
 
 Checked in upstream's order, first hit wins: the NodeClass static hash (same hash version
-only), the AMI the status would now pick for the type, the security groups, the subnet.
+only), the AMI the status would now pick for the type, the security groups, the subnet, the
+capacity reservation (launched into one the NodeClass no longer selects).
 Requirement and NodePool drift are the core's business.
 """
 
@@ -17,6 +18,7 @@ NODECLASS_DRIFT = "NodeClassDrift"
 AMI_DRIFT = "AMIDrift"
 SECURITY_GROUP_DRIFT = "SecurityGroupDrift"
 SUBNET_DRIFT = "SubnetDrift"
+CAPACITY_RESERVATION_DRIFT = "CapacityReservationDrift"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +28,7 @@ class InstanceFacts:
     image_id: str
     subnet_id: str
     security_group_ids: frozenset[str]
+    reservation_id: str = ""
 
 
 def hash_drifted(
@@ -59,4 +62,8 @@ def drift_reason(
         return SECURITY_GROUP_DRIFT
     if status.subnets and facts.subnet_id not in {s.id for s in status.subnets}:
         return SUBNET_DRIFT
+    if facts.reservation_id and facts.reservation_id not in {
+        r.id for r in status.capacity_reservations
+    }:
+        return CAPACITY_RESERVATION_DRIFT
     return ""
