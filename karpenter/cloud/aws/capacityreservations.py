@@ -5,7 +5,8 @@ owner, match criteria and tags. Only active reservations are asked for, and one 
 passed is dropped (EC2 flips the state a little after the end). A reservation with a match
 criteria or type this controller does not know is skipped rather than guessed at. Each call
 also reports every reservation's ``AvailableInstanceCount``, which seeds the provider's
-availability ledger.
+availability ledger. An id that does not exist selects nothing (EC2 fails a whole id query
+for it, so the ids are then asked one by one).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from karpenter.cloud.aws import errors
 from karpenter.cloud.aws.clients import Client
 from karpenter.core.aws import reservations as rsv
 
@@ -83,23 +85,48 @@ def parse(raw: Mapping[str, Any], now: float) -> rsv.CapacityReservation | None:
     )
 
 
+async def _pages(ec2: Client, query: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        page = await ec2.describe_capacity_reservations(
+            **query, **({"NextToken": token} if token else {})
+        )
+        found.extend(page.get("CapacityReservations", []))
+        token = str(page.get("NextToken") or "")
+        if not token:
+            return found
+
+
+async def _by_ids(ec2: Client, query: dict[str, Any]) -> list[dict[str, Any]]:
+    """An id query; if one id is unknown EC2 fails the lot, so ask id by id, skipping it."""
+    try:
+        return await _pages(ec2, query)
+    except Exception as err:
+        if not errors.is_not_found(err):
+            raise
+    found = []
+    for rid in query["CapacityReservationIds"]:
+        try:
+            found.extend(await _pages(ec2, {**query, "CapacityReservationIds": [rid]}))
+        except Exception as err:
+            if not errors.is_not_found(err):
+                raise
+    return found
+
+
 async def discover(ec2: Client, terms: Sequence[rsv.SelectorTerm], now: float) -> Found:
     """Every reservation the terms select (by id), with their available counts."""
     found: dict[str, rsv.CapacityReservation] = {}
     available: dict[str, int] = {}
     for query in queries(terms):
-        token = ""
-        while True:
-            page = await ec2.describe_capacity_reservations(
-                **query, **({"NextToken": token} if token else {})
-            )
-            for raw in page.get("CapacityReservations", []):
-                parsed = parse(raw, now)
-                if parsed is not None:
-                    found[parsed.id] = parsed
-                    available[parsed.id] = int(raw.get("AvailableInstanceCount", 0))
-            token = str(page.get("NextToken") or "")
-            if not token:
-                break
+        raws = await (
+            _by_ids(ec2, query) if "CapacityReservationIds" in query else _pages(ec2, query)
+        )
+        for raw in raws:
+            parsed = parse(raw, now)
+            if parsed is not None:
+                found[parsed.id] = parsed
+                available[parsed.id] = int(raw.get("AvailableInstanceCount", 0))
     ordered = tuple(sorted(found.values(), key=lambda r: r.id))
     return Found(ordered, available)

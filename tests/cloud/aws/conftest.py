@@ -11,6 +11,11 @@ honestly:
   parses the rewritten response like any EC2 answer.
 - Authorization. For the actions in ``deny`` the proxy answers dry runs with EC2's
   ``UnauthorizedOperation`` error, as EC2 does when IAM denies the call.
+- Capacity reservations (moto 5.2.1 has no capacity reservation API). The test holds them
+  in ``Capacity.reservations``; the proxy answers DescribeCapacityReservations from them in
+  EC2's XML, notes which launch template targets which reservation, refuses fleets into a
+  full reservation with ``ReservationCapacityExceeded``, forwards capacity-block fleets as
+  on-demand and counts launches against the reservation (``tests/cloud/aws/ec2_reservations``).
 - AWS-owned SSM public parameters (``/aws/service/eks/...``). PutParameter refuses the
   reserved ``/aws`` prefix, so the test seeds them into moto's in-process SSM backend, the way
   moto itself preloads ``/aws/service/ami-amazon-linux-latest``.
@@ -40,6 +45,7 @@ from moto.ssm.models import Parameter, ssm_backends
 from karpenter.cloud.aws import clients as aws_clients
 from karpenter.cloud.aws import ec2data
 from karpenter.cloud.aws.ec2data import RegionTypes
+from tests.cloud.aws.ec2_reservations import Reservations
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -57,6 +63,7 @@ class Capacity:
     deny: set[str] = field(default_factory=set)  # EC2 actions whose dry runs are unauthorized
     codes: dict[tuple[str, str], str] = field(default_factory=dict)  # pool → error (default ICE)
     calls: collections.Counter[str] = field(default_factory=collections.Counter)  # EC2 actions
+    reservations: Reservations = field(default_factory=Reservations)  # capacity reservations
 
 
 @functools.cache
@@ -135,6 +142,7 @@ class _Rewrite:
     body: bytes
     extra: str = ""  # errorSet XML to add to moto's answer
     reply: tuple[int, str] | None = None  # answer without asking moto
+    fleet: bool = False  # a CreateFleet: launches count against reservations
 
 
 def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
@@ -143,19 +151,25 @@ def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
     capacity.calls[action] += 1
     if action in capacity.deny and b"DryRun=true" in body:
         return _Rewrite(body, reply=(403, _DENIED))  # EC2's answer when IAM denies the call
+    if action == "DescribeCapacityReservations":
+        return _Rewrite(body, reply=capacity.reservations.describe(dict(_params(body))))
+    if action == "CreateLaunchTemplate":
+        capacity.reservations.note_template(dict(_params(body)))
     if action != "CreateFleet":
         return _Rewrite(body)
     capacity.fleet_calls += 1
-    params = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
+    params, full = capacity.reservations.fleet(_params(body))
+    body = urllib.parse.urlencode(params).encode()
     key = "TargetCapacitySpecification.DefaultTargetCapacityType"
     lifecycle = dict(params).get(key, "on-demand")
     slr = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
     # a missing spot service-linked role only fails spot requests
     empty = {p for p in capacity.empty if capacity.codes.get(p) != slr or lifecycle == "spot"}
+    empty |= set(full)
     params, dropped, capacity.last_pools = _rewrite_fleet(params, empty)
     if not dropped:
-        return _Rewrite(body)
-    extra = _error_items(dropped, dict(params).get(key, "on-demand"), capacity.codes)
+        return _Rewrite(body, fleet=True)
+    extra = _error_items(dropped, dict(params).get(key, "on-demand"), {**capacity.codes, **full})
     if not any(".Overrides." in k for k, _ in params):
         return _Rewrite(
             body,
@@ -166,7 +180,11 @@ def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
                 f"<fleetId>fleet-ice</fleetId>{extra}<fleetInstanceSet/></CreateFleetResponse>",
             ),
         )
-    return _Rewrite(urllib.parse.urlencode(params).encode(), extra)
+    return _Rewrite(urllib.parse.urlencode(params).encode(), extra, fleet=True)
+
+
+def _params(body: bytes) -> list[tuple[str, str]]:
+    return urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
 
 
 def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPServer:
@@ -193,6 +211,8 @@ def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPSe
             conn.close()
             if rw.extra:
                 data = data.replace("<fleetInstanceSet>", rw.extra + "<fleetInstanceSet>", 1)
+            if rw.fleet and resp.status == 200:
+                capacity.reservations.after_fleet(data)
             self._reply(resp.status, data, resp.getheader("Content-Type") or "text/xml")
 
         def _reply(self, status: int, text: str, ctype: str = "text/xml") -> None:
@@ -281,6 +301,7 @@ async def clients(moto: Moto, account: Account) -> AsyncIterator[aws_clients.Cli
     moto.capacity.deny.clear()
     moto.capacity.codes.clear()
     moto.capacity.calls.clear()
+    moto.capacity.reservations.clear()
     async with aws_clients.open_clients(REGION, moto.proxy_url, _session()) as c:
         yield c
 
