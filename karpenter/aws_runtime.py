@@ -28,6 +28,7 @@ from karpenter.cloud.aws import factory, sqs
 from karpenter.cloud.aws.factory import open_provider
 from karpenter.cloud.aws.provider import AWSCloudProvider
 from karpenter.controllers import aws_tagging as tagging
+from karpenter.controllers.aws_capacity_blocks import CapacityBlockExpiration
 from karpenter.controllers.aws_gc import GarbageCollector
 from karpenter.controllers.aws_health import HealthController
 from karpenter.controllers.aws_interruption import InterruptionController
@@ -110,6 +111,10 @@ class ClaimsView:
             if claim.provider_id and tags.instance_id(claim.provider_id) == instance_id:
                 return claim
         return None
+
+    def all(self) -> list[NodeClaim]:
+        """Every NodeClaim in the mirror."""
+        return list(self.state.nodeclaims.values())
 
     async def delete(self, name: str) -> None:
         """Delete a NodeClaim (its termination finalizer drains and terminates)."""
@@ -253,6 +258,7 @@ async def open_aws(
         gc = GarbageCollector(cloud, claims, clock.now)
         health = HealthController(cloud.clients.ec2, claims, clock.now)
         refresher = Refresher(cloud, clock.now, settings.ISOLATED_VPC)
+        blocks = CapacityBlockExpiration(claims, classes, clock.now)
         events = ClaimEvents(recorder, state.nodeclaims)
 
         async def nodeclasses(
@@ -283,6 +289,7 @@ async def open_aws(
             _every(clock, "nodeclaim.tagging", lambda: claims.tag_all(cloud)),
             _every(clock, "providers.pricing", refresher.prices),
             _every(clock, "providers.instancetype", refresher.instance_types),
+            _every(clock, "capacityreservation.expiration", blocks.reconcile),
         ]
         if not settings.ISOLATED_VPC:
             profiles = ProfileCollector(

@@ -19,8 +19,9 @@ from karpenter.cloud.aws import errors, resolve
 from karpenter.cloud.aws.launchtemplates import LaunchTemplates
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws import reservations
 
-REQUEUE_SECONDS = 60.0  # min of upstream's AMI 5m, subnets 1m, SGs 5m, validation 10m
+REQUEUE_SECONDS = 60.0  # min of upstream's AMI 5m, subnets 1m, SGs 5m, ODCRs 1m, validation 10m
 WAIT_FOR_CLAIMS_SECONDS = 600.0
 
 
@@ -92,7 +93,8 @@ class NodeClassController:
         }
         if status != node_class.status or annotations != dict(node_class.annotations):
             await self.store.patch(name, status, annotations, True)
-        return Result(REQUEUE_SECONDS)
+        soon = reservations.next_transition(status.capacity_reservations, self.now())
+        return Result(min(REQUEUE_SECONDS, soon) if soon is not None else REQUEUE_SECONDS)
 
     async def _finalize(self, node_class: nc.EC2NodeClass) -> Result:
         waiting = tuple(sorted(await self.claims.names_for_nodeclass(node_class.name)))

@@ -188,3 +188,17 @@ class TestFallback:
         [claim] = r.new_claims
         assert len(claim.pods) == 2
         assert claim.launch.capacity_type != "reserved"
+
+
+class TestLabels:
+    def test_unreserved_node_carries_no_reservation_labels(self) -> None:
+        """A type's single reservation is not a label of a node launched on-demand on it."""
+        it = reserved_type("r-2x", 2, {"cr-a": ("zone-a", 1)})
+        options = Options(reservation_id_label=RID, reservation_labels=frozenset({RID}))
+        pod = b.pod("p", cpu="1500m", node_selector={CT: "on-demand"})
+        r = solve(b.cluster(types=(it,)), [pod], options)
+        [claim] = r.new_claims
+        assert claim.launch.capacity_type == "on-demand"
+        assert RID not in claim.labels
+        unstripped = solve(b.cluster(types=(it,)), [pod], OPTIONS)
+        assert unstripped.new_claims[0].labels[RID] == "cr-a"  # what the option is there for

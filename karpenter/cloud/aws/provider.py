@@ -427,6 +427,9 @@ class AWSCloudProvider:
         inst = await self.instances.get(instance_id)
         if inst.state not in ("shutting-down", "terminated"):
             await self.instances.terminate(instance_id)
+            rid = inst.reservation_id or claim.labels.get(rsv.ID_LABEL, "")
+            if rid:
+                self.reservation_availability.release(rid)  # its slot frees with the instance
 
     async def is_drifted(self, claim: NodeClaim) -> str:
         """NodeClass-hash, AMI, security-group or subnet drift (``""``: none)."""

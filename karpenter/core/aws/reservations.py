@@ -153,3 +153,16 @@ def expiring_claims(
         if state_at(r.reservation_type, r.end_time, now) == STATE_EXPIRING
     }
     return sorted(name for name, rid in claims if rid in ending)
+
+
+def next_transition(reservations: Iterable[CapacityReservation], now: float) -> float | None:
+    """Seconds until a capacity block next turns expiring or ends (None: nothing scheduled),
+    so the NodeClass is re-resolved right then rather than up to a minute late."""
+    waits = []
+    for r in reservations:
+        if r.reservation_type != TYPE_CAPACITY_BLOCK or r.end_time is None:
+            continue
+        for moment in (r.end_time - EXPIRY_LEAD_SECONDS, r.end_time):
+            if moment > now:
+                waits.append(moment - now)
+    return min(waits, default=None)

@@ -155,7 +155,7 @@ async def test_reserved_offerings_in_the_catalog(env: Env, moto: Moto) -> None:
 
 @pytest.mark.asyncio
 async def test_reserved_launch_targets_its_reservation(env: Env, moto: Moto) -> None:
-    """A reserved claim launches through a template targeting the reservation, one unit used."""
+    """A reserved launch targets the reservation and takes a slot; deleting gives it back."""
     await select(env, moto, odcr("cr-3a", 2))
     got = await env.provider.create(reserved_claim("r-1", "cr-3a"))
     assert got.labels[CT] == "reserved"
@@ -171,6 +171,8 @@ async def test_reserved_launch_targets_its_reservation(env: Env, moto: Moto) -> 
     assert moto.capacity.reservations.fleet_types == ["on-demand"]
     assert moto.capacity.reservations.launched == {"cr-3a": 1}
     assert env.provider.reservation_availability.get("cr-3a") == 1
+    await env.provider.delete(got)
+    assert env.provider.reservation_availability.get("cr-3a") == 2  # the slot is free again
 
 
 @pytest.mark.asyncio
