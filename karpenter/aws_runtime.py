@@ -29,6 +29,7 @@ from karpenter.cloud.aws.factory import open_provider
 from karpenter.cloud.aws.provider import AWSCloudProvider
 from karpenter.controllers import aws_tagging as tagging
 from karpenter.controllers.aws_capacity_blocks import CapacityBlockExpiration
+from karpenter.controllers.aws_capacity_type import CapacityTypeSync
 from karpenter.controllers.aws_gc import GarbageCollector
 from karpenter.controllers.aws_health import HealthController
 from karpenter.controllers.aws_interruption import InterruptionController
@@ -115,6 +116,16 @@ class ClaimsView:
     def all(self) -> list[NodeClaim]:
         """Every NodeClaim in the mirror."""
         return list(self.state.nodeclaims.values())
+
+    async def relabel(self, claim: NodeClaim, labels: dict[str, str | None]) -> None:
+        """Merge labels into a NodeClaim and its Node (``None`` removes one)."""
+        patch = {"metadata": {"labels": labels}}
+        with contextlib.suppress(errors.NotFound):
+            self.state.nodeclaims.upsert(await self.kube.merge_patch(NODECLAIMS, claim.name, patch))
+        for raw in self.state.node_by_provider_id(claim.provider_id):
+            name = str((raw.get("metadata") or {}).get("name", ""))
+            with contextlib.suppress(errors.NotFound):
+                await self.kube.merge_patch(NODES, name, patch)
 
     async def delete(self, name: str) -> None:
         """Delete a NodeClaim (its termination finalizer drains and terminates)."""
@@ -259,6 +270,7 @@ async def open_aws(
         health = HealthController(cloud.clients.ec2, claims, clock.now)
         refresher = Refresher(cloud, clock.now, settings.ISOLATED_VPC)
         blocks = CapacityBlockExpiration(claims, classes, clock.now)
+        demotion = CapacityTypeSync(claims, cloud)
         events = ClaimEvents(recorder, state.nodeclaims)
 
         async def nodeclasses(
@@ -290,6 +302,7 @@ async def open_aws(
             _every(clock, "providers.pricing", refresher.prices),
             _every(clock, "providers.instancetype", refresher.instance_types),
             _every(clock, "capacityreservation.expiration", blocks.reconcile),
+            _every(clock, "capacityreservation.capacitytype", demotion.reconcile),
         ]
         if not settings.ISOLATED_VPC:
             profiles = ProfileCollector(

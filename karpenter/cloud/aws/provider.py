@@ -392,15 +392,18 @@ class AWSCloudProvider:
     # --- get / list / delete / drift ---------------------------------------------------------
 
     def _claim_of(self, inst: instances.Instance) -> NodeClaim:
+        labels = {
+            lbl.INSTANCE_TYPE: inst.instance_type,
+            lbl.ZONE: inst.zone,
+            lbl.CAPACITY_TYPE: inst.capacity_type,
+            lbl.NODEPOOL: inst.tags.get(tags.NODEPOOL, ""),
+        }
+        if inst.reservation_id:
+            labels[rsv.ID_LABEL] = inst.reservation_id
         return NodeClaim(
             name=inst.tags.get(tags.NODECLAIM, ""),
             nodepool=inst.tags.get(tags.NODEPOOL, ""),
-            labels={
-                lbl.INSTANCE_TYPE: inst.instance_type,
-                lbl.ZONE: inst.zone,
-                lbl.CAPACITY_TYPE: inst.capacity_type,
-                lbl.NODEPOOL: inst.tags.get(tags.NODEPOOL, ""),
-            },
+            labels=labels,
             provider_id=inst.provider_id,
             image_id=inst.image_id,
             launched=True,

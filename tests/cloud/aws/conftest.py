@@ -15,7 +15,8 @@ honestly:
   in ``Capacity.reservations``; the proxy answers DescribeCapacityReservations from them in
   EC2's XML, notes which launch template targets which reservation, refuses fleets into a
   full reservation with ``ReservationCapacityExceeded``, forwards capacity-block fleets as
-  on-demand and counts launches against the reservation (``tests/cloud/aws/ec2_reservations``).
+  on-demand, counts launches against the reservation and adds the reservation fields to
+  DescribeInstances answers for instances launched into one (``tests/cloud/aws/ec2_reservations``).
 - AWS-owned SSM public parameters (``/aws/service/eks/...``). PutParameter refuses the
   reserved ``/aws`` prefix, so the test seeds them into moto's in-process SSM backend, the way
   moto itself preloads ``/aws/service/ami-amazon-linux-latest``.
@@ -143,6 +144,7 @@ class _Rewrite:
     extra: str = ""  # errorSet XML to add to moto's answer
     reply: tuple[int, str] | None = None  # answer without asking moto
     fleet: bool = False  # a CreateFleet: launches count against reservations
+    instances: bool = False  # a DescribeInstances: reserved instances say so
 
 
 def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
@@ -155,6 +157,8 @@ def _rewrite(body: bytes, capacity: Capacity) -> _Rewrite:
         return _Rewrite(body, reply=capacity.reservations.describe(dict(_params(body))))
     if action == "CreateLaunchTemplate":
         capacity.reservations.note_template(dict(_params(body)))
+    if action == "DescribeInstances":
+        return _Rewrite(body, instances=True)
     if action != "CreateFleet":
         return _Rewrite(body)
     capacity.fleet_calls += 1
@@ -213,6 +217,8 @@ def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPSe
                 data = data.replace("<fleetInstanceSet>", rw.extra + "<fleetInstanceSet>", 1)
             if rw.fleet and resp.status == 200:
                 capacity.reservations.after_fleet(data)
+            if rw.instances and resp.status == 200:
+                data = capacity.reservations.after_describe_instances(data)
             self._reply(resp.status, data, resp.getheader("Content-Type") or "text/xml")
 
         def _reply(self, status: int, text: str, ctype: str = "text/xml") -> None:

@@ -1,7 +1,7 @@
 """Capacity reservations for the moto proxy: moto 5.2.1 has no capacity reservation API.
 
 The test holds the reservations (``Reservations.held``); the proxy in ``conftest`` asks this
-module what EC2 would do with three kinds of request:
+module what EC2 would do with four kinds of request:
 
 - DescribeCapacityReservations is answered here, never forwarded: ids and the filters the
   provider sends (state, owner-id, instance-match-criteria, tag:<k>, tag-key) select from the
@@ -14,8 +14,14 @@ module what EC2 would do with three kinds of request:
 - CreateFleet: configs whose template targets a full reservation have their overrides dropped
   with ``ReservationCapacityExceeded`` (the conftest's ICE mechanism), a
   ``capacity-block`` fleet is forwarded as ``on-demand`` (moto only launches on-demand and
-  spot), and after moto answers, each instance launched from a reservation's template takes
-  one unit of its ``available`` count, as EC2's ``AvailableInstanceCount`` would drop.
+  spot), and after moto answers, each instance launched in a pool of a reservation's
+  template takes one unit of its ``available`` count, as EC2's ``AvailableInstanceCount``
+  would drop.
+- DescribeInstances passes through; in moto's answer the instances launched into a
+  reservation get the ``capacityReservationId`` and ``capacityReservationSpecification``
+  (``capacity-reservations-only`` plus the target) EC2 reports for them. ``end(rid)`` models a
+  reservation that ended: it is no longer described and its instances report neither field,
+  running on as plain on-demand instances, as EC2 keeps them.
 """
 
 from __future__ import annotations
@@ -132,6 +138,7 @@ class Reservations:
     fleet_types: list[str] = field(default_factory=list)  # DefaultTargetCapacityType as sent
     describe_calls: list[dict[str, str]] = field(default_factory=list)
     pools: dict[tuple[str, str], str] = field(default_factory=dict)  # last fleet's reserved pools
+    instances: dict[str, str] = field(default_factory=dict)  # instance id → reservation id
 
     def add(self, *found: Reservation) -> None:
         """Hold these reservations."""
@@ -146,6 +153,28 @@ class Reservations:
         self.fleet_types.clear()
         self.describe_calls.clear()
         self.pools.clear()
+        self.instances.clear()
+
+    def end(self, rid: str) -> None:
+        """The reservation ended: gone from EC2, its instances on-demand from now on."""
+        self.held.pop(rid, None)
+        for iid in [i for i, r in self.instances.items() if r == rid]:
+            del self.instances[iid]
+
+    def after_describe_instances(self, xml: str) -> str:
+        """moto's DescribeInstances answer with EC2's reservation fields on reserved instances."""
+        for iid, rid in sorted(self.instances.items()):
+            tag = f"<instanceId>{iid}</instanceId>"
+            extra = (
+                f"<capacityReservationId>{rid}</capacityReservationId>"
+                "<capacityReservationSpecification><capacityReservationPreference>"
+                "capacity-reservations-only</capacityReservationPreference>"
+                "<capacityReservationTarget><capacityReservationId>"
+                f"{rid}</capacityReservationId></capacityReservationTarget>"
+                "</capacityReservationSpecification>"
+            )
+            xml = xml.replace(tag, tag + extra)
+        return xml
 
     def describe(self, params: dict[str, str]) -> tuple[int, str]:
         """DescribeCapacityReservations' answer (status, XML)."""
@@ -223,7 +252,8 @@ class Reservations:
                 continue
             pool = (over.findtext("instanceType", ""), over.findtext("availabilityZone", ""))
             rid = self.pools.get(pool)
-            count = len(item.findall("instanceIds/item"))
-            if rid and count:
-                self.held[rid].available -= count
-                self.launched[rid] += count
+            ids = [i.text or "" for i in item.findall("instanceIds/item")]
+            if rid and ids:
+                self.held[rid].available -= len(ids)
+                self.launched[rid] += len(ids)
+                self.instances.update(dict.fromkeys(ids, rid))

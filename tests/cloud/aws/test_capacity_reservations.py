@@ -12,6 +12,7 @@ from karpenter.api import ec2nodeclass_status
 from karpenter.aws_runtime import core_options
 from karpenter.cloud.aws import sqs
 from karpenter.cloud.provider import InsufficientCapacityError
+from karpenter.controllers.aws_capacity_type import CapacityTypeSync
 from karpenter.controllers.aws_interruption import InterruptionController
 from karpenter.core.aws import drift
 from karpenter.core.aws import nodeclass as nc
@@ -277,3 +278,35 @@ async def test_interruption_marks_reservation_full(env: Env, moto: Moto, cluster
     await sqs.poll_once(env.clients.sqs, url, ctrl.handle, ctrl.log, wait_seconds=0)
     assert claims.deleted == ["r-1"]
     assert env.provider.reservation_availability.get("cr-9a") == 0
+
+
+class Relabels:
+    """NodeClaims and the relabels the capacity-type sync asked for."""
+
+    def __init__(self, *claims: NodeClaim) -> None:
+        self.items = list(claims)
+        self.relabels: list[tuple[str, dict[str, str | None]]] = []
+
+    def all(self) -> list[NodeClaim]:
+        return list(self.items)
+
+    async def relabel(self, claim: NodeClaim, labels: dict[str, str | None]) -> None:
+        self.relabels.append((claim.name, labels))
+
+
+@pytest.mark.asyncio
+async def test_ended_reservation_demotes_the_node(env: Env, moto: Moto) -> None:
+    """Once EC2 reports no reservation, the claim is relabelled on-demand without its labels."""
+    await select(env, moto, odcr("cr-10a", 2))
+    launched = await env.provider.create(reserved_claim("r-1", "cr-10a"))
+    seen = await env.provider.get(launched.provider_id)
+    assert (seen.labels[CT], seen.labels[rsv.ID_LABEL]) == ("reserved", "cr-10a")
+    store = Relabels(launched, await env.provider.create(claim("od-1", "m5.large")))
+    sync = CapacityTypeSync(store, env.provider)
+    await sync.reconcile()
+    assert store.relabels == []  # still in its reservation
+    moto.capacity.reservations.end("cr-10a")
+    await sync.reconcile()
+    assert store.relabels == [
+        ("r-1", {CT: "on-demand", rsv.ID_LABEL: None, rsv.TYPE_LABEL: None}),
+    ]
