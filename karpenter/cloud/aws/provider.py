@@ -200,7 +200,7 @@ class AWSCloudProvider:
                     subnets,
                     node_class.status.amis,
                     self.min_values_best_effort,
-                    {r.id: r.reservation_type for r in node_class.status.capacity_reservations},
+                    rsv.types_by_id(node_class.status.capacity_reservations),
                 )
             except launch.NoCapacityError as err:
                 raise InsufficientCapacityError(str(err), tuple(tried)) from None
@@ -249,14 +249,7 @@ class AWSCloudProvider:
 
     def _reserved(self, inst: instances.Instance, plan: launch.Plan) -> instances.Instance:
         """A launch into a reservation: which one (its override's), and one slot fewer there."""
-        rid = next(
-            (
-                o.reservation_id
-                for o in plan.overrides
-                if (o.instance_type, o.zone) == (inst.instance_type, inst.zone)
-            ),
-            "",
-        )
+        rid = plan.reservation_of(inst.instance_type, inst.zone)
         if not rid:
             return inst
         self.reservation_availability.consume(rid)
@@ -266,10 +259,9 @@ class AWSCloudProvider:
         self, errs: Sequence[fleet.FleetError], plan: launch.Plan, now: float
     ) -> list[OfferingRef]:
         capacity_type = plan.capacity_type
-        reserved = {(o.instance_type, o.zone): o.reservation_id for o in plan.overrides}
         refs = []
         for err in errs:
-            rid = reserved.get((err.instance_type, err.zone), "")
+            rid = plan.reservation_of(err.instance_type, err.zone)
             if rid and err.code in errors.CAPACITY:
                 # a full reservation is not a pool shortage: only that reservation is out
                 self.reservation_availability.exhaust(rid)
@@ -334,18 +326,9 @@ class AWSCloudProvider:
         labels = dict(claim.labels)
         if it is not None:
             labels.update(it.requirements.single_values())
-        for key in rsv.LABELS:
-            labels.pop(key, None)  # only the reservation actually launched into labels the node
-        if inst.reservation_id:
-            labels[rsv.ID_LABEL] = inst.reservation_id
-            labels[rsv.TYPE_LABEL] = next(
-                (
-                    r.reservation_type
-                    for r in node_class.status.capacity_reservations
-                    if r.id == inst.reservation_id
-                ),
-                rsv.TYPE_DEFAULT,
-            )
+        labels = rsv.node_labels(
+            labels, inst.reservation_id, node_class.status.capacity_reservations
+        )
         labels.update(
             {
                 lbl.INSTANCE_TYPE: inst.instance_type,

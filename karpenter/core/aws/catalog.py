@@ -82,8 +82,7 @@ def requirements(
         if build
         else Requirement.new(lbl.WINDOWS_BUILD, "DoesNotExist")
     )
-    kinds = {r.id: r.reservation_type for r in inp.reservations}
-    reqs.extend(reservations.requirements(reserved, kinds))
+    reqs.extend(reservations.requirements(reserved, reservations.types_by_id(inp.reservations)))
     ids = sorted({inp.zone_ids[z] for z in zone_list if z in inp.zone_ids})
     if ids:
         reqs.append(Requirement.new(awslbl.ZONE_ID, "In", ids))

@@ -58,6 +58,17 @@ class Plan:
     instance_types: tuple[str, ...]
     reservation_type: str = ""  # default | capacity-block, for reserved launches
 
+    def reservation_of(self, instance_type: str, zone: str) -> str:
+        """The reservation the override for (type, zone) launches into (``""``: none)."""
+        return next(
+            (
+                o.reservation_id
+                for o in self.overrides
+                if (o.instance_type, o.zone) == (instance_type, zone)
+            ),
+            "",
+        )
+
     @property
     def fleet_capacity_type(self) -> str:
         """CreateFleet's DefaultTargetCapacityType: capacity blocks have their own."""

@@ -143,6 +143,26 @@ def requirements(offers: Iterable[Offering], types_by_id: Mapping[str, str]) -> 
     return [Requirement.new(ID_LABEL, "In", ids), Requirement.new(TYPE_LABEL, "In", kinds)]
 
 
+def types_by_id(reservations: Iterable[CapacityReservation]) -> dict[str, str]:
+    """Reservation id → reservation type (default / capacity-block)."""
+    return {r.id: r.reservation_type for r in reservations}
+
+
+def node_labels(
+    labels: Mapping[str, str], rid: str, reservations: Iterable[CapacityReservation]
+) -> dict[str, str]:
+    """``labels`` with the reservation labels of the one reservation launched into (or none).
+
+    A claim may list several reservations, and a type's single values may name one it was not
+    launched into; only the reservation the instance is in labels the node.
+    """
+    out = {k: v for k, v in labels.items() if k not in LABELS}
+    if rid:
+        out[ID_LABEL] = rid
+        out[TYPE_LABEL] = types_by_id(reservations).get(rid, TYPE_DEFAULT)
+    return out
+
+
 def expiring_claims(
     claims: Iterable[tuple[str, str]], reservations: Iterable[CapacityReservation], now: float
 ) -> list[str]:
