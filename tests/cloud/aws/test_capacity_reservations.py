@@ -14,6 +14,7 @@ from karpenter.cloud.aws import sqs
 from karpenter.cloud.provider import InsufficientCapacityError
 from karpenter.controllers.aws_capacity_type import CapacityTypeSync
 from karpenter.controllers.aws_interruption import InterruptionController
+from karpenter.controllers.aws_nodeclass import NodeClassController
 from karpenter.core.aws import drift
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws import reservations as rsv
@@ -26,6 +27,7 @@ from tests.cloud.aws.conftest import Account, Moto
 from tests.cloud.aws.ec2_reservations import Reservation
 from tests.cloud.aws.fixtures import NOW, Env, claim, env, prices
 from tests.cloud.aws.test_interruption import body
+from tests.cloud.aws.test_nodeclass_controller import Index, Store
 from tests.support import builders as b
 
 __all__ = ("env", "prices")
@@ -310,3 +312,25 @@ async def test_ended_reservation_demotes_the_node(env: Env, moto: Moto) -> None:
     assert store.relabels == [
         ("r-1", {CT: "on-demand", rsv.ID_LABEL: None, rsv.TYPE_LABEL: None}),
     ]
+
+
+@pytest.mark.asyncio
+async def test_nodeclass_controller_revisits_when_a_block_turns(env: Env, moto: Moto) -> None:
+    """The NodeClass is re-resolved when a capacity block turns expiring, not a minute late."""
+    env.clock.t = NOW.timestamp()
+    end = NOW + dt.timedelta(minutes=40, seconds=30)
+    moto.capacity.reservations.add(odcr("cr-11a", 1, reservation_type="capacity-block", end=end))
+    terms = (rsv.SelectorTerm(id="cr-11a"),)
+    store = Store(node_class(capacity_reservation_selector_terms=terms))
+    resolver = replace(env.resolver, availability=env.provider.reservation_availability)
+    ctrl = NodeClassController(store, Index(), resolver, env.provider.launch_templates, env.clock)
+    first = await ctrl.reconcile("default")
+    assert first.requeue_after == 30.0
+    [found] = store.items["default"].status.capacity_reservations
+    assert found.state == "active"
+    env.clock.t += 30.0
+    second = await ctrl.reconcile("default")
+    assert second.requeue_after == 60.0
+    [found] = store.items["default"].status.capacity_reservations
+    assert found.state == "expiring"
+    assert store.items["default"].status.ready() == "True"
