@@ -246,8 +246,10 @@ async def open_aws(
     session: Any = None,
     min_values_best_effort: bool = False,
     metrics: Metrics | None = None,
+    reserved_capacity: bool = True,
 ) -> AsyncIterator[AWSRuntime]:
-    """The AWS provider and its controllers bound to this cluster's state."""
+    """The AWS provider and its controllers bound to this cluster's state
+    (``reserved_capacity``: the ReservedCapacity feature gate)."""
     metrics = metrics if metrics is not None else Metrics()
     classes = NodeClasses(kube, clock)
     claims = ClaimsView(kube, state)
@@ -262,7 +264,7 @@ async def open_aws(
         # AMI aliases resolve through SSM paths named after the cluster's Kubernetes version
         # (EKS's own when EKS_CONTROL_PLANE is set, else the apiserver's).
         version = cloud.eks_version or await kube.server_version()
-        resolver = factory.resolver(cloud, version)
+        resolver = factory.resolver(cloud, version, reserved_capacity)
         nodeclass = NodeClassController(
             classes, claims, resolver, cloud.launch_templates, clock.now, settings.ISOLATED_VPC
         )

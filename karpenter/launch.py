@@ -138,6 +138,7 @@ async def serve_aws(
             session=session,
             min_values_best_effort=settings.MIN_VALUES_POLICY == "BestEffort",
             metrics=metrics,
+            reserved_capacity=settings.feature_gates["ReservedCapacity"],
         ) as runtime:
             operator = Operator(
                 kube,

@@ -66,8 +66,11 @@ async def _cluster(c: aws_clients.Clients, settings: AWSSettings) -> tuple[AWSSe
     return settings.model_copy(update=update), info.service_cidr, info.version
 
 
-def resolver(provider: AWSCloudProvider, k8s_version: str) -> resolve.Resolver:
-    """The NodeClass resolver for the provider's account, honouring ``DISABLE_DRY_RUN``."""
+def resolver(
+    provider: AWSCloudProvider, k8s_version: str, reserved_capacity: bool = True
+) -> resolve.Resolver:
+    """The NodeClass resolver for the provider's account, honouring ``DISABLE_DRY_RUN`` and the
+    ReservedCapacity feature gate."""
     s = provider.settings
     return resolve.Resolver(
         provider.clients,
@@ -75,4 +78,5 @@ def resolver(provider: AWSCloudProvider, k8s_version: str) -> resolve.Resolver:
         k8s_version,
         not s.DISABLE_DRY_RUN,
         availability=provider.reservation_availability,
+        reserved_capacity=reserved_capacity,
     )

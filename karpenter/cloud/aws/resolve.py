@@ -85,6 +85,8 @@ class Resolver:
     ssm_cache: SSMCache = field(default_factory=SSMCache)
     # the provider's reservation ledger: every discovery refreshes its counts
     availability: rsv.Availability | None = None
+    # the ReservedCapacity feature gate: off, no reservation is resolved nor its condition set
+    reserved_capacity: bool = True
 
     async def subnets(self, terms: Sequence[nc.SelectorTerm]) -> tuple[nc.Subnet, ...]:
         """Matching subnets, most free IPs first, then by id."""
@@ -249,10 +251,12 @@ class Resolver:
             _cond(nc.COND_SECURITY_GROUPS, bool(groups), "SecurityGroupsNotFound", SGS_NOT_FOUND),
             nc.Condition(nc.COND_PLACEMENT_GROUP, "True", nc.COND_PLACEMENT_GROUP),
         ]
-        reservations = await self.capacity_reservations(spec, now)
-        conds.append(
-            nc.Condition(nc.COND_CAPACITY_RESERVATIONS, "True", nc.COND_CAPACITY_RESERVATIONS)
-        )
+        reservations: tuple[rsv.CapacityReservation, ...] = ()
+        if self.reserved_capacity:
+            reservations = await self.capacity_reservations(spec, now)
+            conds.append(
+                nc.Condition(nc.COND_CAPACITY_RESERVATIONS, "True", nc.COND_CAPACITY_RESERVATIONS)
+            )
         profile = ""
         try:
             profile = await self.instance_profile(node_class)

@@ -334,3 +334,15 @@ async def test_nodeclass_controller_revisits_when_a_block_turns(env: Env, moto: 
     [found] = store.items["default"].status.capacity_reservations
     assert found.state == "expiring"
     assert store.items["default"].status.ready() == "True"
+
+
+@pytest.mark.asyncio
+async def test_feature_gate_off_resolves_no_reservations(env: Env, moto: Moto) -> None:
+    """With ReservedCapacity off, nothing is described and the condition is not set."""
+    moto.capacity.reservations.add(odcr("cr-12a"))
+    cls = node_class(capacity_reservation_selector_terms=(rsv.SelectorTerm(id="cr-12a"),))
+    status = await replace(env.resolver, reserved_capacity=False).status(cls, NOW)
+    assert status.capacity_reservations == ()
+    assert status.condition(nc.COND_CAPACITY_RESERVATIONS) is None
+    assert status.ready() == "True"
+    assert moto.capacity.calls["DescribeCapacityReservations"] == 0
