@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
+from karpenter.core.disruption.planner import decide
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType, Offering
+from karpenter.core.model.nodepool import Budget, Disruption
 from karpenter.core.provisioning.reservations import (
     FALLBACK,
     NARROWING_MESSAGE,
@@ -202,3 +205,42 @@ class TestLabels:
         assert RID not in claim.labels
         unstripped = solve(b.cluster(types=(it,)), [pod], OPTIONS)
         assert unstripped.new_claims[0].labels[RID] == "cr-a"  # what the option is there for
+
+
+class TestDisruption:
+    """Disruption's what-ifs run in fallback mode (see ``core/disruption/simulation.py``)."""
+
+    NOW = 1_800_000_000.0
+
+    def _first(self, capacity: int) -> Any:
+        pool = b.nodepool(
+            requirements=b.term((CT, "In", ["on-demand", "reserved"])),
+            disruption=Disruption("WhenEmptyOrUnderutilized", 0.0, (Budget("100%"),)),
+        )
+        m8 = b.catalog()[3]
+        node = b.managed_node("big", m8, creation=self.NOW - 3600)
+        it = reserved_type("r-2x", 2, {"cr-a": ("zone-a", capacity)})
+        c = b.cluster((pool,), types=(it, *b.catalog()), nodes=(node,), pods=(b.bound("big", "p"),))
+        command, _ = decide(c, OPTIONS, self.NOW, assume_consolidate_after_elapsed=True)
+        return command
+
+    def test_consolidates_into_a_free_reservation(self) -> None:
+        """An on-demand node is replaced by reserved capacity when a reservation has room."""
+        command = self._first(1)
+        assert command is not None
+        [replacement] = command.replacements
+        assert (replacement.launch.capacity_type, replacement.launch.reservation_id) == (
+            "reserved",
+            "cr-a",
+        )
+
+    def test_full_reservation_does_not_block_the_what_if(self) -> None:
+        """With the reservation full, the simulation falls back to on-demand instead of waiting."""
+        command = self._first(0)
+        assert command is not None
+        [replacement] = command.replacements
+        assert (replacement.launch.capacity_type, replacement.launch.reservation_id) == (
+            "on-demand",
+            "",
+        )
+        assert replacement.launch.instance_type in ("m-2x", "r-2x")  # equal price: both fit
