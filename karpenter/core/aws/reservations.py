@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from karpenter.core.aws.labels import GROUP
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.instancetype import Offering
 from karpenter.core.scheduling.requirements import Requirement
 
-GROUP = "karpenter.k8s.aws"
 ID_LABEL = f"{GROUP}/capacity-reservation-id"
 TYPE_LABEL = f"{GROUP}/capacity-reservation-type"
 LABELS = (ID_LABEL, TYPE_LABEL)
