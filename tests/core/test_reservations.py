@@ -159,6 +159,19 @@ class TestStrictProvisioning:
         assert claim.launch.reservation_id == "cr-b"
         assert claim.requirements.get_or_exists(RID).values == {"cr-b"}
 
+    def test_one_reservation_is_shared_by_every_nodepool(self) -> None:
+        """Two pools offering the same reservation draw on one count for the whole pass."""
+        it = reserved_type("r-2x", 2, {"cr-a": ("zone-a", 1)})
+        pools = [b.nodepool("a"), b.nodepool("b")]
+        c = b.cluster(pools, types=(it, *b.catalog()))
+        pods = [
+            b.pod("pa", cpu="1500m", node_selector={"karpenter.sh/nodepool": "a"}),
+            b.pod("pb", cpu="1500m", node_selector={"karpenter.sh/nodepool": "b"}),
+        ]
+        r = run(c, pods)
+        assert [(n.nodepool, n.launch.reservation_id) for n in r.new_claims] == [("a", "cr-a")]
+        assert r.deferred == {"default/pb"}
+
     def test_pod_that_cannot_use_reserved_capacity_is_unaffected(self) -> None:
         """A spot-only pod never touches reservations and is not deferred."""
         c = cluster(reserved_type("r-2x", 2, {"cr-a": ("zone-a", 0)}))

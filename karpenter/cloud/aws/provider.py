@@ -1,10 +1,13 @@
 """AWSCloudProvider: the CloudProvider port on EC2.
 
 Create resolves the claim's EC2NodeClass, builds the catalogue (capacity, overhead, prices,
-ICE memory), plans the fleet (``core/aws/launch.py``), ensures one launch template per
-(AMI, max pods) group and calls CreateFleet. Pools that answer with insufficient capacity are
-hidden for 3 minutes and the launch is planned again without them, up to
-``max_launch_attempts`` fleets; only then does the claim fail with InsufficientCapacity.
+ICE memory, reserved offerings of its capacity reservations), plans the fleet
+(``core/aws/launch.py``), ensures one launch template per (AMI, max pods, reservation) group
+and calls CreateFleet. Pools that answer with insufficient capacity are hidden for 3 minutes
+and the launch is planned again without them, up to ``max_launch_attempts`` fleets; only then
+does the claim fail with InsufficientCapacity. A reservation that answers so is marked full in
+the availability ledger instead; a launch into one takes a slot, a deleted instance gives it
+back.
 """
 
 from __future__ import annotations

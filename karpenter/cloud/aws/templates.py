@@ -3,7 +3,9 @@
 Labels are the claim's plus the capacity type (and ``do-not-sync-taints`` except for Custom);
 taints are the claim's and its startup taints plus ``karpenter.sh/unregistered:NoExecute``;
 max pods is the kubelet's if set, else the instance types' ENI-limited count (templates are
-grouped per value). User data above EC2's 16 KiB fails the launch with upstream's reason.
+grouped per value). A reserved launch's template targets its one reservation (and carries the
+capacity-block market for a block); with reservations selected, other templates opt out of
+open ODCRs. User data above EC2's 16 KiB fails the launch with upstream's reason.
 """
 
 from __future__ import annotations
