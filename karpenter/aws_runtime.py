@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +31,8 @@ from karpenter.cloud.aws.factory import open_provider
 from karpenter.cloud.aws.provider import AWSCloudProvider
 from karpenter.controllers import aws_partition as partitions
 from karpenter.controllers import aws_tagging as tagging
+from karpenter.controllers.aws_capacity_blocks import CapacityBlockExpiration
+from karpenter.controllers.aws_capacity_type import CapacityTypeSync
 from karpenter.controllers.aws_gc import GarbageCollector
 from karpenter.controllers.aws_health import HealthController
 from karpenter.controllers.aws_interruption import InterruptionController
@@ -42,6 +44,8 @@ from karpenter.core.aws import hashmigration, tags, zonalshift
 from karpenter.core.aws import interruption as interruption_msg
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws import reservations as rsv
+from karpenter.core.model.cluster import Options
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.scheduling.requirements import from_selector_terms
 from karpenter.kube import codec, errors
@@ -59,7 +63,7 @@ from karpenter.kube.events import EventRecorder
 from karpenter.kube.informers import Sink
 from karpenter.observability.logging import get_logger
 from karpenter.observability.metrics import Metrics
-from karpenter.settings import AWSSettings
+from karpenter.settings import AWSSettings, Settings
 from karpenter.state.cluster import ClusterState, KindStore
 
 NODECLASS_FINALIZER = "karpenter.k8s.aws/termination"
@@ -122,6 +126,20 @@ class ClaimsView:
             if claim.provider_id and tags.instance_id(claim.provider_id) == instance_id:
                 return claim
         return None
+
+    def all(self) -> list[NodeClaim]:
+        """Every NodeClaim in the mirror."""
+        return list(self.state.nodeclaims.values())
+
+    async def relabel(self, claim: NodeClaim, labels: dict[str, str | None]) -> None:
+        """Merge labels into a NodeClaim and its Node (``None`` removes one)."""
+        patch = {"metadata": {"labels": labels}}
+        with contextlib.suppress(errors.NotFound):
+            self.state.nodeclaims.upsert(await self.kube.merge_patch(NODECLAIMS, claim.name, patch))
+        for raw in self.state.node_by_provider_id(claim.provider_id):
+            name = str((raw.get("metadata") or {}).get("name", ""))
+            with contextlib.suppress(errors.NotFound):
+                await self.kube.merge_patch(NODES, name, patch)
 
     async def delete(self, name: str) -> None:
         """Delete a NodeClaim (its termination finalizer drains and terminates)."""
@@ -216,6 +234,15 @@ class ClaimEvents:
                 await self.recorder.publish(involved, "Warning", reason, message)
 
 
+def core_options(settings: Settings) -> Options:
+    """The core's options plus AWS's reservation labels (the core takes them as data)."""
+    return replace(
+        settings.core_options(),
+        reservation_id_label=rsv.ID_LABEL,
+        reservation_labels=frozenset(rsv.LABELS),
+    )
+
+
 @dataclass
 class AWSRuntime:
     """What the operator runs for AWS."""
@@ -254,8 +281,10 @@ async def open_aws(
     session: Any = None,
     min_values_best_effort: bool = False,
     metrics: Metrics | None = None,
+    reserved_capacity: bool = True,
 ) -> AsyncIterator[AWSRuntime]:
-    """The AWS provider and its controllers bound to this cluster's state."""
+    """The AWS provider and its controllers bound to this cluster's state
+    (``reserved_capacity``: the ReservedCapacity feature gate)."""
     metrics = metrics if metrics is not None else Metrics()
     classes = NodeClasses(kube, clock)
     claims = ClaimsView(kube, state)
@@ -271,7 +300,7 @@ async def open_aws(
         # AMI aliases resolve through SSM paths named after the cluster's Kubernetes version
         # (EKS's own when EKS_CONTROL_PLANE is set, else the apiserver's).
         version = cloud.eks_version or await kube.server_version()
-        resolver = factory.resolver(cloud, version)
+        resolver = factory.resolver(cloud, version, reserved_capacity)
         nodeclass = NodeClassController(
             classes,
             claims,
@@ -285,6 +314,8 @@ async def open_aws(
         gc = GarbageCollector(cloud, claims, clock.now)
         health = HealthController(cloud.clients.ec2, claims, clock.now)
         refresher = Refresher(cloud, clock.now, settings.ISOLATED_VPC)
+        blocks = CapacityBlockExpiration(claims, classes, clock.now)
+        demotion = CapacityTypeSync(claims, cloud)
         events = ClaimEvents(recorder, state.nodeclaims)
         provider_metrics.attach(cloud, metrics, get_logger("aws").bind(controller="metrics"))
 
@@ -325,6 +356,8 @@ async def open_aws(
             _every(clock, "providers.pricing", refresher.prices),
             _every(clock, "providers.instancetype", refresher.instance_types),
             _every(clock, "metrics.offerings", offerings),
+            _every(clock, "capacityreservation.expiration", blocks.reconcile),
+            _every(clock, "capacityreservation.capacitytype", demotion.reconcile),
         ]
         if not settings.ISOLATED_VPC:
             profiles = ProfileCollector(
@@ -345,7 +378,13 @@ async def open_aws(
             audience = _ShiftAudience(state, classes, recorder)
             services.extend(await _zonal_shift(cloud, clock, audience))
         if settings.INTERRUPTION_QUEUE:
-            interruption = InterruptionController(claims, cloud.unavailable, clock.now, events)
+            interruption = InterruptionController(
+                claims,
+                cloud.unavailable,
+                clock.now,
+                events,
+                reservations=cloud.reservation_availability,
+            )
             services.append(
                 _interruptions(cloud, interruption, settings.INTERRUPTION_QUEUE, clock, metrics)
             )

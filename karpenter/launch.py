@@ -28,7 +28,7 @@ from karpenter.aio.clock import Clock, RealClock
 from karpenter.aio.ratelimit import TokenBucket
 from karpenter.api import schedulerconfig, simulation
 from karpenter.api.errors import DecodeError
-from karpenter.aws_runtime import open_aws
+from karpenter.aws_runtime import core_options, open_aws
 from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.model.instancetype import InstanceType
@@ -143,6 +143,7 @@ async def serve_aws(
             session=session,
             min_values_best_effort=settings.MIN_VALUES_POLICY == "BestEffort",
             metrics=metrics,
+            reserved_capacity=settings.feature_gates["ReservedCapacity"],
         ) as runtime:
             operator = Operator(
                 kube,
@@ -153,6 +154,7 @@ async def serve_aws(
                 leader_services=runtime.leader_services,
                 informers=runtime.informers,
                 state=state,
+                options=core_options(settings),
             )
             await operator.run()
 

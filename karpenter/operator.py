@@ -35,6 +35,7 @@ from karpenter.controllers.podevents import PodEvents
 from karpenter.controllers.provisioner import Provisioner
 from karpenter.controllers.state_metrics import StateMetrics
 from karpenter.controllers.termination import Termination
+from karpenter.core.model.cluster import Options
 from karpenter.kube import client as kc
 from karpenter.kube.events import EventRecorder
 from karpenter.kube.informers import Informer, Sink
@@ -100,6 +101,7 @@ class Operator:
         identity: str = "",
         serve: bool = True,
         disruption_timing: tuple[float, float] = (DISRUPTION_POLL_S, DISRUPTION_VALIDATION_S),
+        options: Options | None = None,
     ) -> None:
         self.settings = settings
         self.cloud = cloud
@@ -137,7 +139,7 @@ class Operator:
             metered("disruption"),
             self.recorder,
             clock,
-            settings.core_options(),
+            options or settings.core_options(),  # a provider adds its own labels
             metrics,
             poll_s=disruption_timing[0],
             validation_s=disruption_timing[1],
@@ -157,7 +159,7 @@ class Operator:
             metered("provisioner"),
             self.recorder,
             clock,
-            settings.core_options(),
+            options or settings.core_options(),  # a provider adds its own labels
             metrics,
             batch_idle_s=settings.batch_idle_seconds,
             batch_max_s=settings.batch_max_seconds,

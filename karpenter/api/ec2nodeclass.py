@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from karpenter.api import crdfields as f
+from karpenter.api import ec2nodeclass_reservations as reservations
 from karpenter.api import ec2nodeclass_status
 from karpenter.core.aws import amifamily, tags
 from karpenter.core.aws import nodeclass as nc
@@ -334,6 +335,9 @@ class _Spec(f.Model):
     ip_prefix_count: int | None = Field(default=None, alias="ipPrefixCount", ge=0)
     connection_tracking: _ConnTrack | None = Field(default=None, alias="connectionTracking")
     cpu_options: _CPUOptions | None = Field(default=None, alias="cpuOptions")
+    capacity_reservation_selector_terms: list[reservations.CapacityReservationTerm] = Field(
+        default_factory=list, alias="capacityReservationSelectorTerms", max_length=30
+    )
 
     @field_validator("network_interfaces")
     @classmethod
@@ -440,6 +444,9 @@ class EC2NodeClassDoc(f.Model):
             placement_group=nc.SelectorTerm(id=pg.id or "", name=pg.name or "")
             if (pg := s.placement_group)
             else None,
+            capacity_reservation_selector_terms=tuple(
+                t.to_core() for t in s.capacity_reservation_selector_terms
+            ),
         )
         return nc.EC2NodeClass(
             self.metadata.name,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from karpenter.api import ec2nodeclass_reservations as reservations
 from karpenter.core.aws import nodeclass as nc
 
 
@@ -30,6 +31,7 @@ def status_doc(status: nc.Status, transition_time: str) -> dict[str, Any]:
         "instanceProfile": status.instance_profile,
         # always written: the status is merge-patched, and an absent key would keep a stale group
         "placementGroups": [_placement_doc(g) for g in status.placement_groups],
+        "capacityReservations": reservations.status_doc(status.capacity_reservations),
         "conditions": [
             {
                 "type": c.type,
@@ -119,4 +121,5 @@ def status_from_doc(raw: Any) -> nc.Status:
             for i in items("conditions")
         ),
         tuple(_placement(i) for i in items("placementGroups")),
+        reservations.status_from_doc(raw.get("capacityReservations")),
     )

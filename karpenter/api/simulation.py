@@ -36,7 +36,22 @@ def _offering(value: Any, path: str) -> Offering:
     available = value.get("available", True)
     if not isinstance(available, bool):
         raise DecodeError(f"{path}.available", "must be true or false")
-    return Offering(value["zone"], value["capacityType"], float(price), available)
+    rid, count = _reservation(value, path)
+    return Offering(value["zone"], value["capacityType"], float(price), available, count, rid)
+
+
+def _reservation(value: Mapping[str, Any], path: str) -> tuple[str, int]:
+    """A reserved offering's ``reservationID`` and ``reservationCapacity`` (instances left)."""
+    rid = value.get("reservationID", "")
+    count = value.get("reservationCapacity", 0)
+    reserved = value["capacityType"] == "reserved"
+    if not isinstance(rid, str) or (reserved and not rid):
+        raise DecodeError(f"{path}.reservationID", "a reserved offering names its reservation")
+    if rid and not reserved:
+        raise DecodeError(f"{path}.reservationID", "only reserved offerings have one")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise DecodeError(f"{path}.reservationCapacity", "must be a non-negative integer")
+    return rid, count
 
 
 def instance_type(obj: Mapping[str, Any]) -> InstanceType:

@@ -3,7 +3,9 @@
 Deleting the claim is how Karpenter drains ahead of the interruption: the termination
 finalizer cordons and drains the node, the evicted pods become pending, and the provisioner
 launches their replacement. A spot interruption also hides its spot pool (type, zone) for
-3 minutes so the replacement goes elsewhere. Rebalance recommendations only produce an event.
+3 minutes so the replacement goes elsewhere; a capacity-reservation interruption marks the
+claim's reservation as full, so the replacement is not planned into it. Rebalance
+recommendations only produce an event.
 Coded against small Protocols so it runs on the kube state after merge and on a dict in tests.
 """
 
@@ -17,6 +19,7 @@ import structlog
 from karpenter.cloud.aws import sqs
 from karpenter.cloud.aws.clients import Client
 from karpenter.core.aws import interruption, tags
+from karpenter.core.aws import reservations as rsv
 from karpenter.core.aws.unavailable import UnavailableOfferings
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.node import NodeClaim
@@ -52,8 +55,10 @@ class InterruptionController:
         now: Callable[[], float],
         events: EventRecorder,
         log: Any = None,
+        reservations: rsv.Availability | None = None,
     ) -> None:
         self.claims = claims
+        self.reservations = reservations
         self.unavailable = unavailable
         self.now = now
         self.events = events
@@ -74,6 +79,10 @@ class InterruptionController:
                     claim.labels.get(lbl.ZONE, ""),
                     self.now(),
                 )
+            rid = claim.labels.get(rsv.ID_LABEL, "")
+            reclaimed = message.kind == interruption.CAPACITY_RESERVATION_INTERRUPTED
+            if reclaimed and rid and self.reservations is not None:
+                self.reservations.exhaust(rid)
             if message.action == interruption.ACTION_DELETE and not claim.deleting:
                 await self.claims.delete(claim.name)
                 self.events.publish(

@@ -22,11 +22,11 @@ import structlog
 from karpenter.cloud.aws import errors, resolve
 from karpenter.cloud.aws.launchtemplates import LaunchTemplates
 from karpenter.controllers import aws_hash_migration
-from karpenter.core.aws import hashmigration
+from karpenter.core.aws import hashmigration, reservations
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 
-REQUEUE_SECONDS = 60.0  # min of upstream's AMI 5m, subnets 1m, SGs 5m, validation 10m
+REQUEUE_SECONDS = 60.0  # min of upstream's AMI 5m, subnets 1m, SGs 5m, ODCRs 1m, validation 10m
 WAIT_FOR_CLAIMS_SECONDS = 600.0
 
 
@@ -109,7 +109,9 @@ class NodeClassController:
         }
         if status != node_class.status or annotations != dict(node_class.annotations):
             await self.store.patch(name, status, annotations, True)
-        return Result(REQUEUE_SECONDS, migrated_claims=migrated)
+        soon = reservations.next_transition(status.capacity_reservations, self.now())
+        wait = min(REQUEUE_SECONDS, soon) if soon is not None else REQUEUE_SECONDS
+        return Result(wait, migrated_claims=migrated)
 
     async def _finalize(self, node_class: nc.EC2NodeClass) -> Result:
         waiting = tuple(sorted(await self.claims.names_for_nodeclass(node_class.name)))

@@ -32,16 +32,19 @@ def claim_json(claim: NewNodeClaim, name: str) -> JSON:
     """One NodeClaim object of the contract."""
     labels = dict(claim.labels)
     labels[lbl.HOSTNAME] = name
+    launch: JSON = {
+        "instanceType": claim.launch.instance_type,
+        "zone": claim.launch.zone,
+        "capacityType": claim.launch.capacity_type,
+        "price": _price(claim.launch.price),
+    }
+    if claim.launch.reservation_id:
+        launch["reservationID"] = claim.launch.reservation_id
     return {
         "name": name,
         "nodePool": claim.nodepool,
         "instanceTypes": [it.name for it in claim.instance_types],
-        "launch": {
-            "instanceType": claim.launch.instance_type,
-            "zone": claim.launch.zone,
-            "capacityType": claim.launch.capacity_type,
-            "price": _price(claim.launch.price),
-        },
+        "launch": launch,
         "labels": dict(sorted(labels.items())),
         "taints": [_taint(t) for t in claim.taints],
         "pods": [p.key for p in claim.pods],
@@ -55,13 +58,16 @@ def claims_json(claims: Sequence[NewNodeClaim], start: int = 1) -> list[JSON]:
 
 def provisioning_json(results: Results) -> JSON:
     """The provisioning-mode document."""
+    deferred = results.deferred
     return {
         "nodeClaims": claims_json(results.new_claims),
         "existingNodes": [
             {"name": name, "pods": [p.key for p in pods]} for name, pods in results.existing
         ],
         "unschedulable": [
-            {"pod": key, "reason": reason} for key, reason in sorted(results.unschedulable.items())
+            # deferred: the pod waits for reserved capacity (strict mode), it did not fail
+            {"pod": key, "reason": reason, **({"deferred": True} if key in deferred else {})}
+            for key, reason in sorted(results.unschedulable.items())
         ],
         "pricePerHour": _price(results.price),
     }

@@ -242,4 +242,32 @@ CASES = [
         {"placementGroupSelector": {"name": "pg", "id": "pg-123"}},
         "exactly one of ['name', 'id'] must be set",
     ),
+    Case(
+        "capacity-reservation-terms",
+        {
+            "capacityReservationSelectorTerms": [
+                {
+                    "tags": {"team": "ml"},
+                    "ownerID": "123456789012",
+                    "instanceMatchCriteria": "open",
+                },
+                {"id": "cr-0123abc"},
+            ]
+        },
+    ),
+    Case(
+        "capacity-reservation-id-exclusive",
+        {"capacityReservationSelectorTerms": [{"id": "cr-1", "ownerID": "123456789012"}]},
+        "'id' is mutually exclusive",
+    ),
+    Case(
+        "capacity-reservation-needs-a-selector",
+        {"capacityReservationSelectorTerms": [{"ownerID": "123456789012"}]},
+        "expected at least one, got none",
+    ),
+    Case(
+        "capacity-reservation-id-pattern",
+        {"capacityReservationSelectorTerms": [{"id": "sg-0123"}]},
+        "capacityReservationSelectorTerms[0].id",
+    ),
 ]

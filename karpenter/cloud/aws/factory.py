@@ -70,7 +70,17 @@ async def _cluster(
     return settings.model_copy(update=update), info.service_cidr, info.version, info.arn
 
 
-def resolver(provider: AWSCloudProvider, k8s_version: str) -> resolve.Resolver:
-    """The NodeClass resolver for the provider's account, honouring ``DISABLE_DRY_RUN``."""
+def resolver(
+    provider: AWSCloudProvider, k8s_version: str, reserved_capacity: bool = True
+) -> resolve.Resolver:
+    """The NodeClass resolver for the provider's account, honouring ``DISABLE_DRY_RUN`` and the
+    ReservedCapacity feature gate."""
     s = provider.settings
-    return resolve.Resolver(provider.clients, s.CLUSTER_NAME, k8s_version, not s.DISABLE_DRY_RUN)
+    return resolve.Resolver(
+        provider.clients,
+        s.CLUSTER_NAME,
+        k8s_version,
+        not s.DISABLE_DRY_RUN,
+        availability=provider.reservation_availability,
+        reserved_capacity=reserved_capacity,
+    )

@@ -3,7 +3,8 @@
 Identical requests within 35ms (at most 1s, 1000 items) become one CreateFleet with
 ``TotalTargetCapacity=N``; each caller gets one instance id, and the fleet's ``Errors`` go to
 every caller (they describe pools, not callers). On-demand uses ``lowest-price``, spot
-``price-capacity-optimized``, as upstream.
+``price-capacity-optimized``, as upstream; a capacity block's fleet (DefaultTargetCapacityType
+``capacity-block``) names no strategy.
 """
 
 from __future__ import annotations
@@ -91,8 +92,9 @@ def request(
     }
     if capacity_type == "spot":
         req["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
-    else:
+    elif capacity_type == "on-demand":
         req["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+    # capacity-block fleets take neither: the block decides what launches
     if context:
         req["Context"] = context
     return req

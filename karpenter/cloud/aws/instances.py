@@ -36,6 +36,7 @@ class Instance:
     launch_time: float
     tags: Mapping[str, str] = field(default_factory=dict)
     partition: int | None = None  # Placement.PartitionNumber (partition placement groups)
+    reservation_id: str = ""  # the capacity reservation it was launched into
 
     @property
     def provider_id(self) -> str:
@@ -48,6 +49,7 @@ def from_describe(raw: Mapping[str, object]) -> Instance:
     placement = raw.get("Placement")
     zone = str(placement.get("AvailabilityZone", "")) if isinstance(placement, Mapping) else ""
     spot = raw.get("InstanceLifecycle") == "spot" or bool(raw.get("SpotInstanceRequestId"))
+    rid = _targeted_reservation(raw)
     groups = raw.get("SecurityGroups")
     state = raw.get("State")
     launched = raw.get("LaunchTime")
@@ -57,7 +59,7 @@ def from_describe(raw: Mapping[str, object]) -> Instance:
         id=str(raw["InstanceId"]),
         instance_type=str(raw.get("InstanceType", "")),
         zone=zone,
-        capacity_type="spot" if spot else "on-demand",
+        capacity_type="spot" if spot else "reserved" if rid else "on-demand",
         image_id=str(raw.get("ImageId", "")),
         subnet_id=str(raw.get("SubnetId", "")),
         security_group_ids=frozenset(
@@ -73,7 +75,17 @@ def from_describe(raw: Mapping[str, object]) -> Instance:
             if isinstance(t, Mapping)
         },
         partition=number if isinstance(number, int) else None,
+        reservation_id=rid,
     )
+
+
+def _targeted_reservation(raw: Mapping[str, object]) -> str:
+    """The reservation an instance was launched into by target (open ODCR matches are not
+    Karpenter's: they stay on-demand)."""
+    rid = raw.get("CapacityReservationId")
+    spec = raw.get("CapacityReservationSpecification")
+    pref = spec.get("CapacityReservationPreference") if isinstance(spec, Mapping) else None
+    return str(rid) if rid and pref == "capacity-reservations-only" else ""
 
 
 def from_fleet(launched: Launched, security_groups: frozenset[str], now: float) -> Instance:

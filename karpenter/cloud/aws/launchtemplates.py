@@ -42,6 +42,11 @@ class Content:
     ipv6: bool = False  # the cluster's IP family is IPv6 (its kube-dns address is)
     nested_virtualization: str = ""  # CpuOptions.NestedVirtualization; "" leaves it out
     placement: tuple[tuple[str, str | int], ...] = ()  # Placement fields (placement group)
+    # a reserved launch targets exactly one reservation; "" with opt_out_of_reservations set
+    # keeps on-demand/spot instances out of open ODCRs, whose counts Karpenter tracks
+    capacity_reservation_id: str = ""
+    capacity_block: bool = False
+    opt_out_of_reservations: bool = False
 
     def data(self) -> dict[str, Any]:
         """The CreateLaunchTemplate ``LaunchTemplateData``."""
@@ -71,7 +76,26 @@ class Content:
             data["CpuOptions"] = {"NestedVirtualization": self.nested_virtualization}
         if self.placement:
             data["Placement"] = dict(self.placement)
+        data.update(self._reservation())
         return data
+
+    def _reservation(self) -> dict[str, Any]:
+        """CapacityReservationSpecification (and the capacity-block market) of the template."""
+        if self.capacity_reservation_id:
+            out: dict[str, Any] = {
+                "CapacityReservationSpecification": {
+                    "CapacityReservationPreference": "capacity-reservations-only",
+                    "CapacityReservationTarget": {
+                        "CapacityReservationId": self.capacity_reservation_id
+                    },
+                }
+            }
+            if self.capacity_block:
+                out["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+            return out
+        if self.opt_out_of_reservations:
+            return {"CapacityReservationSpecification": {"CapacityReservationPreference": "none"}}
+        return {}
 
     def _nics(self) -> list[dict[str, Any]]:
         """One NIC per spec.networkInterfaces entry, else the default device-0 ENI.

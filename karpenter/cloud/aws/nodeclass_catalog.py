@@ -49,8 +49,10 @@ def catalog_input(
     prices: PriceTable,
     discovered_memory: Mapping[str, int],
     shifted_zone_ids: frozenset[str] = frozenset(),
+    reservation_available: Mapping[str, int] | None = None,
 ) -> catalog.CatalogInput:
-    """``catalog.build``'s input for the class (zones limited to its subnets')."""
+    """``catalog.build``'s input for the class (zones limited to its subnets'; reserved
+    offerings from its ``status.capacityReservations`` with the counts Karpenter knows)."""
     return catalog.CatalogInput(
         region=settings.AWS_REGION,
         zones=region.zones,
@@ -67,4 +69,6 @@ def catalog_input(
         nested_virtualization=node_class.spec.nested_virtualization == "enabled",
         placement_group=node_class.status.placement_group(),
         shifted_zone_ids=shifted_zone_ids,
+        reservations=node_class.status.capacity_reservations,
+        reservation_available=dict(reservation_available or {}),
     )

@@ -1,13 +1,16 @@
 """AWSCloudProvider: the CloudProvider port on EC2.
 
 Create resolves the claim's EC2NodeClass, builds the catalogue (capacity, overhead, prices,
-ICE memory), plans the fleet (``core/aws/launch.py``), ensures one launch template per
-(AMI, max pods) group and calls CreateFleet. Pools that answer with insufficient capacity are
-hidden for 3 minutes and the launch is planned again without them, up to
-``max_launch_attempts`` fleets; only then does the claim fail with InsufficientCapacity.
-Launches into the NodeClass's placement group remember their ICE under the group (and the
-pinned partition), see ``core/aws/placement.py``. Zones under an ARC zonal shift offer
-nothing and their instances are not terminated (``core/aws/zonalshift.py``).
+ICE memory, reserved offerings of its capacity reservations), plans the fleet
+(``core/aws/launch.py``), ensures one launch template per (AMI, max pods, reservation) group
+and calls CreateFleet. Pools that answer with insufficient capacity are hidden for 3 minutes
+and the launch is planned again without them, up to ``max_launch_attempts`` fleets; only then
+does the claim fail with InsufficientCapacity. A reservation that answers so is marked full in
+the availability ledger instead; a launch into one takes a slot, a deleted instance gives it
+back. Launches
+into the NodeClass's placement group remember their ICE under the group (and the pinned
+partition), see ``core/aws/placement.py``. Zones under an ARC zonal shift offer nothing and
+their instances are not terminated (``core/aws/zonalshift.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from karpenter.cloud.provider import (
 from karpenter.core.aws import amis, catalog, discovered, drift, launch, placement, tags
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws import reservations as rsv
 from karpenter.core.aws.discovered import DiscoveredCapacity
 from karpenter.core.aws.pricing import PriceTable
 from karpenter.core.aws.subnets import InflightIPs
@@ -87,6 +91,7 @@ class AWSCloudProvider:
         self.min_values_best_effort = False  # MIN_VALUES_POLICY=BestEffort (core settings)
         self.eks_version = ""  # set when EKS_CONTROL_PLANE says to trust EKS for the version
         self.unavailable = UnavailableOfferings()
+        self.reservation_availability = rsv.Availability()  # synced by NodeClass discovery
         self.exhausted_subnets: dict[str, float] = {}  # subnet id → until
         self.discovered = DiscoveredCapacity()
         self.inflight_ips = InflightIPs()
@@ -139,6 +144,7 @@ class AWSCloudProvider:
             self.unavailable.active(self.now()),
             tuple(sorted(self.discovered.for_amis(self._amis_key(node_class), self.now()).items())),
             self.zonal_shifts.shifted(self.now()),
+            self.reservation_availability.seq,
         )
         found = self._catalogs.get(key)
         if found is None:
@@ -149,6 +155,7 @@ class AWSCloudProvider:
                 self.prices,
                 self.discovered.for_amis(self._amis_key(node_class), self.now()),
                 self.zonal_shifts.shifted(self.now()),
+                self.reservation_availability.counts,
             )
             found = catalog.build(self.region.infos, inp, self.unavailable, self.now())
             self._catalogs = {key: found}  # one NodeClass at a time is the common case
@@ -214,16 +221,22 @@ class AWSCloudProvider:
             )
             try:
                 plan = launch.plan(
-                    claim, types, subnets, node_class.status.amis, self.min_values_best_effort
+                    claim,
+                    types,
+                    subnets,
+                    node_class.status.amis,
+                    self.min_values_best_effort,
+                    rsv.types_by_id(node_class.status.capacity_reservations),
                 )
             except launch.NoCapacityError as err:
                 raise InsufficientCapacityError(str(err), tuple(tried)) from None
             result = await self._fleet_retrying(claim, node_class, plan, types, now)
-            tried.extend(self._record(result.errors, plan.capacity_type, now, scope))
+            tried.extend(self._record(result.errors, plan, now, scope))
             self._spread_full(result.errors, plan.capacity_type, types, group, now)
             if result.instance is not None:
                 groups = frozenset(g.id for g in node_class.status.security_groups)
                 instance = instances.from_fleet(result.instance, groups, now)
+                instance = self._reserved(instance, plan)
                 pods = next(
                     (t.capacity.get("pods", 0) for t in types if t.name == instance.instance_type),
                     0,
@@ -284,13 +297,32 @@ class AWSCloudProvider:
         for subnet in [k for k, until in self.exhausted_subnets.items() if until <= now]:
             del self.exhausted_subnets[subnet]
 
+    def _reserved(self, inst: instances.Instance, plan: launch.Plan) -> instances.Instance:
+        """A launch into a reservation: which one (its override's), and one slot fewer there."""
+        rid = plan.reservation_of(inst.instance_type, inst.zone)
+        if not rid:
+            return inst
+        self.reservation_availability.consume(rid)
+        return replace(inst, capacity_type=lbl.CAPACITY_TYPE_RESERVED, reservation_id=rid)
+
     def _record(
-        self, errs: Sequence[fleet.FleetError], capacity_type: str, now: float, scope: str = ""
+        self,
+        errs: Sequence[fleet.FleetError],
+        plan: launch.Plan,
+        now: float,
+        scope: str = "",
     ) -> list[OfferingRef]:
-        """Remember failed pools; ICE inside a placement group only counts for that group."""
+        """Remember failed pools; ICE inside a placement group only counts for that group,
+        and a full reservation only for that reservation."""
+        capacity_type = plan.capacity_type
         refs = []
         for err in errs:
-            if err.code == errors.SPOT_SLR:
+            rid = plan.reservation_of(err.instance_type, err.zone)
+            if rid and err.code in errors.CAPACITY:
+                # a full reservation is not a pool shortage: only that reservation is out
+                self.reservation_availability.exhaust(rid)
+                refs.append(OfferingRef(err.instance_type, err.zone, capacity_type))
+            elif err.code == errors.SPOT_SLR:
                 self.unavailable.mark_capacity_type("spot", now)
             elif err.code == errors.SUBNET_FULL and err.subnet_id:
                 # the subnet, not the pool, is out: other subnets of the zone may still launch
@@ -327,23 +359,27 @@ class AWSCloudProvider:
         now: float,
     ) -> fleet.FleetResult:
         pods = {it.name: it.capacity.get("pods", 0) // 1000 for it in types}
-        groups: dict[tuple[str, int], list[launch.Override]] = {}
+        groups: dict[tuple[str, int, str], list[launch.Override]] = {}
         for o in plan.overrides:
-            groups.setdefault((o.image_id, pods[o.instance_type]), []).append(o)
+            # a reserved override needs a template targeting its own reservation
+            groups.setdefault((o.image_id, pods[o.instance_type], o.reservation_id), []).append(o)
         base_tags = tags.instance_tags(
             node_class.spec.tags, self.settings.CLUSTER_NAME, claim.nodepool, node_class.name
         )
         named = []
         where = placement.launch_placement(*self._placement(claim, node_class))
-        for (image_id, max_pods), overrides in groups.items():
+        for (image_id, max_pods, rid), overrides in groups.items():
+            kind = plan.reservation_type if rid else ""
             content = templates.content(
                 self._cluster(),
                 claim,
                 node_class,
-                templates.Launch(image_id, max_pods, plan.capacity_type, base_tags, where),
+                templates.Launch(
+                    image_id, max_pods, plan.capacity_type, base_tags, where, rid, kind
+                ),
             )
             named.append((await self.launch_templates.ensure(content, now), overrides))
-        req = fleet.request(plan.capacity_type, named, base_tags, node_class.spec.context)
+        req = fleet.request(plan.fleet_capacity_type, named, base_tags, node_class.spec.context)
         return await self.fleets.create(req)
 
     def _cluster(self) -> templates.Cluster:
@@ -370,6 +406,9 @@ class AWSCloudProvider:
             labels.update(it.requirements.single_values())  # placement-group-id among them
         if partition is not None:
             labels[placement.LABEL_PARTITION] = str(partition)
+        labels = rsv.node_labels(
+            labels, inst.reservation_id, node_class.status.capacity_reservations
+        )
         labels.update(
             {
                 lbl.INSTANCE_TYPE: inst.instance_type,
@@ -416,15 +455,18 @@ class AWSCloudProvider:
     # --- get / list / delete / drift ---------------------------------------------------------
 
     def _claim_of(self, inst: instances.Instance) -> NodeClaim:
+        labels = {
+            lbl.INSTANCE_TYPE: inst.instance_type,
+            lbl.ZONE: inst.zone,
+            lbl.CAPACITY_TYPE: inst.capacity_type,
+            lbl.NODEPOOL: inst.tags.get(tags.NODEPOOL, ""),
+        }
+        if inst.reservation_id:
+            labels[rsv.ID_LABEL] = inst.reservation_id
         return NodeClaim(
             name=inst.tags.get(tags.NODECLAIM, ""),
             nodepool=inst.tags.get(tags.NODEPOOL, ""),
-            labels={
-                lbl.INSTANCE_TYPE: inst.instance_type,
-                lbl.ZONE: inst.zone,
-                lbl.CAPACITY_TYPE: inst.capacity_type,
-                lbl.NODEPOOL: inst.tags.get(tags.NODEPOOL, ""),
-            },
+            labels=labels,
             provider_id=inst.provider_id,
             image_id=inst.image_id,
             launched=True,
@@ -457,6 +499,9 @@ class AWSCloudProvider:
             )
         if inst.state not in ("shutting-down", "terminated"):
             await self.instances.terminate(instance_id)
+            rid = inst.reservation_id or claim.labels.get(rsv.ID_LABEL, "")
+            if rid:
+                self.reservation_availability.release(rid)  # its slot frees with the instance
 
     async def is_drifted(self, claim: NodeClaim) -> str:
         """NodeClass-hash, AMI, security-group, subnet or placement-group drift (``""``: none)."""
@@ -472,7 +517,12 @@ class AWSCloudProvider:
             ),
             awslbl.ANNOTATION_NODECLASS_HASH_VERSION: awslbl.NODECLASS_HASH_VERSION,
         }
-        facts = drift.InstanceFacts(inst.image_id, inst.subnet_id, inst.security_group_ids)
+        facts = drift.InstanceFacts(
+            inst.image_id,
+            inst.subnet_id,
+            inst.security_group_ids,
+            inst.reservation_id or claim.labels.get(rsv.ID_LABEL, ""),
+        )
         return drift.drift_reason(
             facts, node_class.status, expected, claim.annotations, current, claim.labels
         )

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from karpenter.cloud.aws import authcheck, errors, placement_groups
+from karpenter.cloud.aws import authcheck, capacityreservations, errors, placement_groups
 from karpenter.cloud.aws.clients import Clients
 from karpenter.core.aws import amifamily, amis
 from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws import reservations as rsv
 from karpenter.core.aws import tags as awstags
 
 AMI_NOT_FOUND = "AMISelector did not match any AMIs"
@@ -84,6 +85,10 @@ class Resolver:
     dry_run: bool = True  # DISABLE_DRY_RUN=true turns the authorization checks off
     ssm_cache: SSMCache = field(default_factory=SSMCache)
     auth_cache: authcheck.Cache = field(default_factory=authcheck.Cache)
+    # the provider's reservation ledger: every discovery refreshes its counts
+    availability: rsv.Availability | None = None
+    # the ReservedCapacity feature gate: off, no reservation is resolved nor its condition set
+    reserved_capacity: bool = True
 
     async def subnets(self, terms: Sequence[nc.SelectorTerm]) -> tuple[nc.Subnet, ...]:
         """Matching subnets, most free IPs first, then by id."""
@@ -221,6 +226,18 @@ class Resolver:
                     return why
         return ""
 
+    async def capacity_reservations(
+        self, spec: nc.Spec, now: datetime
+    ) -> tuple[rsv.CapacityReservation, ...]:
+        """The selected reservations (none asked for without terms); counts go to the ledger."""
+        terms = spec.capacity_reservation_selector_terms
+        if not terms:
+            return ()
+        found = await capacityreservations.discover(self.clients.ec2, terms, now.timestamp())
+        if self.availability is not None:
+            self.availability.sync(found.available)
+        return found.reservations
+
     async def status(self, node_class: nc.EC2NodeClass, now: datetime) -> nc.Status:
         """The resolved status with upstream's conditions (Ready is their conjunction)."""
         spec = node_class.spec
@@ -237,6 +254,12 @@ class Resolver:
             _cond(nc.COND_SECURITY_GROUPS, bool(groups), "SecurityGroupsNotFound", SGS_NOT_FOUND),
             group.condition,
         ]
+        reservations: tuple[rsv.CapacityReservation, ...] = ()
+        if self.reserved_capacity:
+            reservations = await self.capacity_reservations(spec, now)
+            conds.append(
+                nc.Condition(nc.COND_CAPACITY_RESERVATIONS, "True", nc.COND_CAPACITY_RESERVATIONS)
+            )
         profile = ""
         try:
             profile = await self.instance_profile(node_class)
@@ -250,7 +273,15 @@ class Resolver:
             )
         validation = _validation(node_class, conds)
         found = (group.group,) if group.group is not None else ()
-        status = nc.Status(subnets, groups, images, profile, (), placement_groups=found)
+        status = nc.Status(
+            subnets,
+            groups,
+            images,
+            profile,
+            (),
+            placement_groups=found,
+            capacity_reservations=reservations,
+        )
         if validation.status == "True" and self.dry_run:
             # the tags a launch would carry (no NodePool yet), as upstream's validation uses
             tags = awstags.instance_tags(spec.tags, self.cluster_name, "", node_class.name)

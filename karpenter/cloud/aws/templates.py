@@ -3,7 +3,9 @@
 Labels are the claim's plus the capacity type (and ``do-not-sync-taints`` except for Custom);
 taints are the claim's and its startup taints plus ``karpenter.sh/unregistered:NoExecute``;
 max pods is the kubelet's if set, else the instance types' ENI-limited count (templates are
-grouped per value). User data above EC2's 16 KiB fails the launch with upstream's reason.
+grouped per value). A reserved launch's template targets its one reservation (and carries the
+capacity-block market for a block); with reservations selected, other templates opt out of
+open ODCRs. User data above EC2's 16 KiB fails the launch with upstream's reason.
 The cluster is IPv6 when its kube-dns address is, which gives the primary interface an IPv6
 address and makes ``ipPrefixCount`` count IPv6 prefixes.
 """
@@ -19,6 +21,7 @@ from karpenter.cloud.aws.launchtemplates import Content
 from karpenter.cloud.provider import CreateError
 from karpenter.core.aws import amifamily, userdata
 from karpenter.core.aws import nodeclass as nc
+from karpenter.core.aws import reservations as rsv
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.scheduling.taints import Taint
@@ -48,6 +51,8 @@ class Launch:
     capacity_type: str
     tags: Mapping[str, str]
     placement: tuple[tuple[str, str | int], ...] = ()  # see core/aws/placement.py
+    reservation_id: str = ""  # the reservation a reserved launch targets
+    reservation_type: str = ""
 
 
 def default_block_devices(family: str) -> tuple[nc.BlockDevice, ...]:
@@ -67,6 +72,11 @@ def user_data(
     """The rendered user data (raises CreateError above EC2's limit)."""
     family = node_class.resolved_family()
     labels = {**claim.labels, lbl.CAPACITY_TYPE: launch.capacity_type}
+    for key in rsv.LABELS:
+        labels.pop(key, None)  # the claim may list several reservations; the node is in one
+    if launch.reservation_id:
+        labels[rsv.ID_LABEL] = launch.reservation_id
+        labels[rsv.TYPE_LABEL] = launch.reservation_type or rsv.TYPE_DEFAULT
     if family != amifamily.CUSTOM:
         labels[lbl.DO_NOT_SYNC_TAINTS] = "true"
     taints = (*claim.taints, *claim.startup_taints)
@@ -125,6 +135,10 @@ def content(
         if sdkmodel.nested_virtualization()
         else "",
         placement=launch.placement,
+        capacity_reservation_id=launch.reservation_id,
+        capacity_block=launch.reservation_type == rsv.TYPE_CAPACITY_BLOCK,
+        opt_out_of_reservations=bool(spec.capacity_reservation_selector_terms)
+        and not launch.reservation_id,
     )
 
 

@@ -8,9 +8,9 @@ capacity, overhead, labels and offerings the controller would compute.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from karpenter.core.aws import amifamily, capacity, ec2types, placement
+from karpenter.core.aws import amifamily, capacity, ec2types, placement, reservations
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.capacity import CapacityOptions
@@ -23,7 +23,16 @@ from karpenter.core.scheduling.requirements import Requirement, Requirements
 
 # Every key a type's requirements name: simulate and the scheduler treat them as well-known.
 WELL_KNOWN = frozenset(
-    {*awslbl.ALL, *placement.LABELS, lbl.ZONE, lbl.REGION, lbl.INSTANCE_TYPE, lbl.ARCH, lbl.OS}
+    {
+        *awslbl.ALL,
+        *placement.LABELS,
+        *reservations.LABELS,
+        lbl.ZONE,
+        lbl.REGION,
+        lbl.INSTANCE_TYPE,
+        lbl.ARCH,
+        lbl.OS,
+    }
 )
 
 
@@ -46,6 +55,9 @@ class CatalogInput:
     discovered_memory: Mapping[str, int] = field(default_factory=dict)
     placement_group: nc.PlacementGroup | None = None  # the NodeClass's resolved group
     shifted_zone_ids: frozenset[str] = frozenset()  # ARC zonal shift: no offerings there
+    # the NodeClass's capacity reservations and how many instances each can still start
+    reservations: tuple[reservations.CapacityReservation, ...] = ()
+    reservation_available: Mapping[str, int] = field(default_factory=dict)
 
 
 NESTED_VIRTUALIZATION = "nested-virtualization"  # a ProcessorInfo.SupportedFeatures value
@@ -57,7 +69,12 @@ def _os(family: str, arch: str) -> tuple[str, ...]:
     return ("linux",)
 
 
-def requirements(info: InstanceTypeInfo, zones: Iterable[str], inp: CatalogInput) -> Requirements:
+def requirements(
+    info: InstanceTypeInfo,
+    zones: Iterable[str],
+    inp: CatalogInput,
+    reserved: tuple[Offering, ...] = (),
+) -> Requirements:
     """The type's label requirements; every AWS key it lacks becomes DoesNotExist."""
     family = inp.capacity.ami_family
     arch = ec2types.arch_label(info)
@@ -70,7 +87,9 @@ def requirements(info: InstanceTypeInfo, zones: Iterable[str], inp: CatalogInput
         Requirement.new(lbl.ZONE, "In", zone_list),
         Requirement.new(lbl.REGION, "In", [inp.region]),
         Requirement.new(
-            lbl.CAPACITY_TYPE, "In", sorted(set(info.usage_classes) & {"on-demand", "spot"})
+            lbl.CAPACITY_TYPE,
+            "In",
+            sorted(set(info.usage_classes) & {"on-demand", "spot"} | _reserved_type(reserved)),
         ),
         Requirement.new(awslbl.TENANCY, "In", ["default"]),
     ]
@@ -80,6 +99,7 @@ def requirements(info: InstanceTypeInfo, zones: Iterable[str], inp: CatalogInput
         if build
         else Requirement.new(lbl.WINDOWS_BUILD, "DoesNotExist")
     )
+    reqs.extend(reservations.requirements(reserved, reservations.types_by_id(inp.reservations)))
     ids = sorted({inp.zone_ids[z] for z in zone_list if z in inp.zone_ids})
     if ids:
         reqs.append(Requirement.new(awslbl.ZONE_ID, "In", ids))
@@ -92,6 +112,10 @@ def requirements(info: InstanceTypeInfo, zones: Iterable[str], inp: CatalogInput
         )
     reqs.extend(placement.requirements(inp.placement_group))
     return Requirements(reqs)
+
+
+def _reserved_type(reserved: tuple[Offering, ...]) -> set[str]:
+    return {lbl.CAPACITY_TYPE_RESERVED} if reserved else set()
 
 
 def offerings(
@@ -153,19 +177,33 @@ def instance_type(
         zones &= inp.allowed_zones
     if not zones:
         return None
-    offers = offerings(info, zones, inp, unavailable, now)
+    reserved = reservations.offerings(
+        info.name,
+        inp.reservations,
+        inp.prices.on_demand_price(info.name),
+        inp.reservation_available,
+        zones,
+    )
+    # a reservation in a zone under an ARC zonal shift is as unusable as any other capacity there
+    reserved = tuple(
+        replace(o, available=False)
+        if inp.zone_ids.get(o.zone, "") in inp.shifted_zone_ids
+        else o
+        for o in reserved
+    )
+    offers = (*offerings(info, zones, inp, unavailable, now), *reserved)
     nitro_ok = not inp.nitro_only or info.hypervisor == "nitro"
     nested_ok = not inp.nested_virtualization or NESTED_VIRTUALIZATION in info.features
     compat = compatible(info, inp.capacity.ami_family, inp.network_interfaces)
     if not (nitro_ok and nested_ok and compat and placement.supports(info, inp.placement_group)):
-        offers = tuple(Offering(o.zone, o.capacity_type, o.price, False) for o in offers)
+        offers = tuple(replace(o, available=False) for o in offers)
     cap = capacity.capacity(info, inp.capacity)
     seen = inp.discovered_memory.get(info.name)
     if seen is not None:
         cap["memory"] = seen
     return InstanceType(
         info.name,
-        requirements(info, zones, inp),
+        requirements(info, zones, inp, reserved),
         offers,
         cap,
         capacity.overhead(info, inp.capacity),

@@ -3,7 +3,8 @@
 Checked in upstream's order, first hit wins: the NodeClass static hash (same hash version
 only), the AMI the status would now pick for the type, the security groups, the subnet, the
 placement group (the claim's ``placement-group-id`` label against the resolved group, ``""``
-on both sides meaning none).
+on both sides meaning none); capacity reservation (launched into one the NodeClass no longer
+selects).
 Requirement and NodePool drift are the core's business.
 """
 
@@ -21,6 +22,7 @@ AMI_DRIFT = "AMIDrift"
 SECURITY_GROUP_DRIFT = "SecurityGroupDrift"
 SUBNET_DRIFT = "SubnetDrift"
 PLACEMENT_GROUP_DRIFT = "PlacementGroupDrift"
+CAPACITY_RESERVATION_DRIFT = "CapacityReservationDrift"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +32,7 @@ class InstanceFacts:
     image_id: str
     subnet_id: str
     security_group_ids: frozenset[str]
+    reservation_id: str = ""
 
 
 def hash_drifted(
@@ -69,6 +72,10 @@ def drift_reason(
         return SUBNET_DRIFT
     if claim_labels is not None and placement_drifted(claim_labels, status):
         return PLACEMENT_GROUP_DRIFT
+    if facts.reservation_id and facts.reservation_id not in {
+        r.id for r in status.capacity_reservations
+    }:
+        return CAPACITY_RESERVATION_DRIFT
     return ""
 
 

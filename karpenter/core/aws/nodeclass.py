@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from karpenter.core.aws import amifamily
+from karpenter.core.aws import amifamily, reservations
 from karpenter.core.aws.capacity import Kubelet
 
 COND_READY = "Ready"
@@ -22,6 +22,7 @@ COND_SECURITY_GROUPS = "SecurityGroupsReady"
 COND_INSTANCE_PROFILE = "InstanceProfileReady"
 COND_VALIDATION = "ValidationSucceeded"
 COND_PLACEMENT_GROUP = "PlacementGroupReady"
+COND_CAPACITY_RESERVATIONS = "CapacityReservationsReady"
 CONDITIONS = (
     COND_AMIS,
     COND_SUBNETS,
@@ -113,6 +114,7 @@ class Spec:
     connection_tracking: ConnectionTracking | None = None
     nested_virtualization: str = ""  # cpuOptions.nestedVirtualization: enabled | disabled | unset
     placement_group: SelectorTerm | None = None  # placementGroupSelector: its name or its id
+    capacity_reservation_selector_terms: tuple[reservations.SelectorTerm, ...] = ()
 
     def efa_only_interfaces(self, card: int | None = None) -> int:
         """How many efa-only interfaces (on one network card, or in all)."""
@@ -183,6 +185,7 @@ class Status:
     instance_profile: str = ""
     conditions: tuple[Condition, ...] = ()
     placement_groups: tuple[PlacementGroup, ...] = ()  # at most one: the selector's
+    capacity_reservations: tuple[reservations.CapacityReservation, ...] = ()
 
     def placement_group(self) -> PlacementGroup | None:
         """The resolved placement group, if the NodeClass has one."""

@@ -38,11 +38,18 @@ BALANCED_K = 2.0
 _LAUNCH_ORDER = (lbl.CAPACITY_TYPE_RESERVED, lbl.CAPACITY_TYPE_SPOT, lbl.CAPACITY_TYPE_ON_DEMAND)
 
 
-def _compatible(it: InstanceType, reqs: Requirements) -> list[Offering]:
+def _compatible(it: InstanceType, reqs: Requirements, id_label: str = "") -> list[Offering]:
     zone = reqs.get_or_exists(lbl.ZONE)
     ctype = reqs.get_or_exists(lbl.CAPACITY_TYPE)
+    # a reserved claim may only launch into the reservations it holds
+    rid = reqs.get_or_exists(id_label) if id_label else None
     return [
-        o for o in it.offerings if o.available and zone.has(o.zone) and ctype.has(o.capacity_type)
+        o
+        for o in it.offerings
+        if o.available
+        and zone.has(o.zone)
+        and ctype.has(o.capacity_type)
+        and (rid is None or not o.reservation_id or rid.has(o.reservation_id))
     ]
 
 
@@ -56,8 +63,8 @@ def worst_launch_price(it: InstanceType, reqs: Requirements) -> float | None:
     return None
 
 
-def _cheapest(it: InstanceType, reqs: Requirements) -> Offering | None:
-    offerings = _compatible(it, reqs)
+def _cheapest(it: InstanceType, reqs: Requirements, id_label: str) -> Offering | None:
+    offerings = _compatible(it, reqs, id_label)
     return min(offerings, key=lambda o: o.price) if offerings else None
 
 
@@ -75,9 +82,10 @@ def rebuild(
     reqs = claim.requirements
     if capacity_types is not None:
         reqs = _with_capacity_types(reqs, capacity_types)
+    id_label = ps.options.reservation_id_label
     priced: list[tuple[Offering, InstanceType]] = []
     for it in types:
-        offer = _cheapest(it, reqs)
+        offer = _cheapest(it, reqs, id_label)
         if offer is not None:
             priced.append((offer, it))
     if not priced:
@@ -87,7 +95,7 @@ def rebuild(
     failures = min_values_met(claim.requirements, kept)
     if failures and ps.options.min_values_policy == "Strict":
         return "; ".join(failures)
-    ctypes = frozenset(o.capacity_type for it in kept for o in _compatible(it, reqs))
+    ctypes = frozenset(o.capacity_type for it in kept for o in _compatible(it, reqs, id_label))
     reqs = reqs.intersect(
         Requirements(
             (
@@ -97,6 +105,22 @@ def rebuild(
         )
     )
     offer, launched = priced[0]
+    return replace(
+        claim,
+        requirements=reqs,
+        instance_types=tuple(kept),
+        launch=Launch(
+            launched.name, offer.zone, offer.capacity_type, offer.price, offer.reservation_id
+        ),
+        labels=_labels(ps, claim, launched, offer),
+        min_values_relaxed=claim.min_values_relaxed or bool(failures),
+    )
+
+
+def _labels(
+    ps: DisruptionPass, claim: NewNodeClaim, launched: InstanceType, offer: Offering
+) -> dict[str, str]:
+    """The replacement's node labels: the old launch's type labels swapped for the new one's."""
     labels = dict(claim.labels)
     old = next((it for it in claim.instance_types if it.name == claim.launch.instance_type), None)
     if old is not None:
@@ -110,14 +134,13 @@ def rebuild(
     labels[lbl.INSTANCE_TYPE] = launched.name
     labels[lbl.ZONE] = offer.zone
     labels[lbl.CAPACITY_TYPE] = offer.capacity_type
-    return replace(
-        claim,
-        requirements=reqs,
-        instance_types=tuple(kept),
-        launch=Launch(launched.name, offer.zone, offer.capacity_type, offer.price),
-        labels=dict(sorted(labels.items())),
-        min_values_relaxed=claim.min_values_relaxed or bool(failures),
-    )
+    id_label = ps.options.reservation_id_label
+    if offer.reservation_id and id_label:
+        labels[id_label] = offer.reservation_id
+    elif not offer.reservation_id:
+        for key in ps.options.reservation_labels:
+            labels.pop(key, None)  # a type's single reservation is not this node's
+    return dict(sorted(labels.items()))
 
 
 def _cheaper(

@@ -18,6 +18,7 @@ from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import StateNode
+from karpenter.core.provisioning.reservations import FALLBACK
 from karpenter.core.provisioning.results import NewNodeClaim
 from karpenter.core.provisioning.scheduler import solve
 
@@ -89,6 +90,8 @@ def reschedule(
         options,
         excluded_nodes=excluded,
         reuse=reuse,
+        # A what-if must not stall on reserved capacity: replacements may fall back.
+        reservation_mode=FALLBACK,
     )
     claims = tuple(c for c in results.new_claims if any(p.key in keys for p in c.pods))
     moves: list[tuple[str, str]] = []

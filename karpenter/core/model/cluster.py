@@ -61,6 +61,11 @@ class Options:
     node_overlay: bool = False
     max_instance_types: int = 600
     extra_well_known_labels: frozenset[str] = frozenset()
+    # The provider's label for a reserved offering's reservation id (AWS:
+    # karpenter.k8s.aws/capacity-reservation-id); the core only carries it through.
+    reservation_id_label: str = ""
+    # Labels that describe a reservation (id included): an unreserved node never carries them.
+    reservation_labels: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

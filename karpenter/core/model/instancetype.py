@@ -11,13 +11,18 @@ from karpenter.core.scheduling.requirements import Requirements
 
 @dataclass(frozen=True, slots=True)
 class Offering:
-    """One (zone, capacity type) way to buy an instance type."""
+    """One (zone, capacity type) way to buy an instance type.
+
+    A ``reserved`` offering is one capacity reservation: ``reservation_id`` names it and
+    ``reservation_capacity`` says how many more instances it can still start.
+    """
 
     zone: str
     capacity_type: str
     price: float
     available: bool = True
     reservation_capacity: int = 0
+    reservation_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.instancetype import InstanceType, Offering
 from karpenter.core.model.resources import Resources
+from karpenter.core.provisioning import reservations
 from karpenter.core.scheduling.requirements import Requirement, Requirements
 
 _ANY = Requirement("", True, frozenset())
@@ -97,6 +98,8 @@ class Catalog:
         self._thresholds: dict[str, _Threshold] = {}
         self._pairs: dict[tuple[str, str], int] = {}
         self._priced: dict[tuple[Requirement, Requirement], Priced] = {}
+        # Empty for almost every pool, which keeps reservation checks off the hot path.
+        self.reserved = reservations.reserved_offerings(self.types)
         for index, it in enumerate(self.types):
             for o in it.offerings:
                 if o.available:

@@ -5,6 +5,11 @@ allow, truncates to the 600 cheapest (minValues still honoured, else the claim i
 its pods fail), narrows the capacity type to what those types offer, adds the smallest daemon
 overhead still possible to its requests, and picks the launch: the cheapest available offering
 (ties: reserved before spot before on-demand, then the catalog's order).
+
+A claim holding capacity reservations launches only into them: its capacity type becomes
+``reserved``, the provider's reservation-id label is narrowed to the ids it holds, and its
+types are those reservations' types. A claim holding none never launches reserved (reserved
+offerings it did not reserve belong to other claims).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import dataclass, field
 
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
-from karpenter.core.model.instancetype import InstanceType
+from karpenter.core.model.instancetype import InstanceType, Offering
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.build import PLACEHOLDER_KEYS, PassContext
 from karpenter.core.provisioning.targets import Claim
@@ -30,6 +35,7 @@ class Launch:
     zone: str
     capacity_type: str
     price: float
+    reservation_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +63,8 @@ class Results:
     existing: tuple[tuple[str, tuple[Pod, ...]], ...] = ()
     unschedulable: Mapping[str, str] = field(default_factory=dict)
     skipped_pools: Mapping[str, str] = field(default_factory=dict)
+    # keys of unschedulable pods that only wait for reserved capacity (not failures)
+    deferred: frozenset[str] = frozenset()
 
     @property
     def price(self) -> float:
@@ -105,18 +113,59 @@ def node_labels(
     return dict(sorted(labels.items()))
 
 
+def _truncate(
+    claim: Claim, order: Sequence[tuple[int, Offering]], limit: int
+) -> list[tuple[int, Offering]]:
+    """The claim's types in ``order`` (each once), at most ``limit`` of them."""
+    out: list[tuple[int, Offering]] = []
+    seen: set[int] = set()
+    for index, offer in order:
+        if claim.mask >> index & 1 and index not in seen:
+            seen.add(index)
+            out.append((index, offer))
+            if len(out) == limit:
+                break
+    return out
+
+
+_Options = tuple[list[tuple[int, Offering]], list[Requirement]]
+
+
+def _options(ctx: PassContext, claim: Claim) -> _Options:
+    """The claim's launch options, cheapest first, and the requirements that pin them."""
+    catalog = claim.template.catalog
+    limit = ctx.options.max_instance_types
+    if claim.reserved:
+        zone = claim.requirements.get_or_exists(lbl.ZONE)
+        held = sorted(
+            (
+                (index, o)
+                for index, o in catalog.reserved
+                if o.reservation_id in claim.reserved and zone.has(o.zone)
+            ),
+            key=lambda pair: (pair[1].price, pair[0], pair[1].reservation_id),
+        )
+        pins = [Requirement(lbl.CAPACITY_TYPE, False, frozenset((lbl.CAPACITY_TYPE_RESERVED,)))]
+        if ctx.options.reservation_id_label:
+            pins.append(Requirement(ctx.options.reservation_id_label, False, claim.reserved))
+        return _truncate(claim, held, limit), pins
+    reqs = claim.requirements
+    if catalog.reserved:
+        reqs = reqs.intersect(Requirements((_NOT_RESERVED,)))
+    priced = catalog.priced(reqs)
+    truncated = _truncate(claim, priced.order, limit)
+    ctypes = frozenset().union(*(priced.capacity_types[i] for i, _ in truncated))
+    return truncated, [Requirement(lbl.CAPACITY_TYPE, False, ctypes)]
+
+
+_NOT_RESERVED = Requirement(lbl.CAPACITY_TYPE, True, frozenset((lbl.CAPACITY_TYPE_RESERVED,)))
+
+
 def finalize_claim(ctx: PassContext, claim: Claim) -> NewNodeClaim | str:
     """Turn a claim into a NewNodeClaim, or say why it cannot be launched."""
     t = claim.template
     catalog = t.catalog
-    priced = catalog.priced(claim.requirements)
-    limit = ctx.options.max_instance_types
-    truncated = []
-    for index, offer in priced.order:
-        if claim.mask >> index & 1:
-            truncated.append((index, offer))
-            if len(truncated) == limit:
-                break
+    truncated, pins = _options(ctx, claim)
     kept = [catalog.types[i] for i, _ in truncated]
     failures = min_values_met(claim.requirements, kept)
     if failures and t.strict_min_values:
@@ -124,20 +173,24 @@ def finalize_claim(ctx: PassContext, claim: Claim) -> NewNodeClaim | str:
     if not truncated:
         return "no instance type has an available offering"
     launched, offer = kept[0], truncated[0][1]
-    launch = Launch(launched.name, offer.zone, offer.capacity_type, offer.price)
-    ctypes = frozenset().union(*(priced.capacity_types[i] for i, _ in truncated))
+    launch = Launch(
+        launched.name, offer.zone, offer.capacity_type, offer.price, offer.reservation_id
+    )
     reqs = claim.requirements.without(PLACEHOLDER_KEYS | {lbl.HOSTNAME}).intersect(
         Requirements(
-            (
-                Requirement(lbl.INSTANCE_TYPE, False, frozenset(it.name for it in kept)),
-                Requirement(lbl.CAPACITY_TYPE, False, ctypes),
-            )
+            (Requirement(lbl.INSTANCE_TYPE, False, frozenset(it.name for it in kept)), *pins)
         )
     )
     overhead = res.minimum(g.overhead for g in t.daemon_groups if g.mask & claim.mask)
     pool = t.nodepool
     labels = node_labels(claim.requirements, launched, launch, pool.template.labels)
     labels[lbl.NODEPOOL] = pool.name
+    if launch.reservation_id and ctx.options.reservation_id_label:
+        labels[ctx.options.reservation_id_label] = launch.reservation_id
+    elif not launch.reservation_id:
+        # a type's single reservation shows up among its single values; not this node's
+        for key in ctx.options.reservation_labels:
+            labels.pop(key, None)
     return NewNodeClaim(
         pool.name,
         claim.hostname,
@@ -153,8 +206,13 @@ def finalize_claim(ctx: PassContext, claim: Claim) -> NewNodeClaim | str:
     )
 
 
-def finalize(ctx: PassContext, claims: Sequence[Claim], reasons: Mapping[str, str]) -> Results:
-    """Build the Results of a pass."""
+def finalize(
+    ctx: PassContext,
+    claims: Sequence[Claim],
+    reasons: Mapping[str, str],
+    deferred: frozenset[str] = frozenset(),
+) -> Results:
+    """Build the Results of a pass (``deferred``: pods waiting for reserved capacity)."""
     unschedulable = dict(reasons)
     new_claims = []
     for claim in claims:
@@ -165,4 +223,10 @@ def finalize(ctx: PassContext, claims: Sequence[Claim], reasons: Mapping[str, st
             continue
         new_claims.append(outcome)
     existing = tuple((e.state.name, tuple(e.pods)) for e in ctx.existing if e.pods)
-    return Results(tuple(new_claims), existing, unschedulable, dict(ctx.skipped_pools))
+    return Results(
+        tuple(new_claims),
+        existing,
+        unschedulable,
+        dict(ctx.skipped_pools),
+        deferred & frozenset(unschedulable),
+    )

@@ -25,6 +25,11 @@ from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning import explain
 from karpenter.core.provisioning.build import PassContext, Reuse, build_context, copy_existing
 from karpenter.core.provisioning.podwork import PodWork
+from karpenter.core.provisioning.reservations import (
+    STRICT,
+    ReservationManager,
+    Reservations,
+)
 from karpenter.core.provisioning.results import Results, finalize
 from karpenter.core.provisioning.targets import Claim, ClaimFit, Existing, try_claim, try_existing
 from karpenter.core.provisioning.topology import PodGroups, Reject
@@ -68,9 +73,12 @@ class _Memo:
 class Scheduler:
     """One provisioning pass over a snapshot (use :func:`solve`)."""
 
-    def __init__(self, ctx: PassContext) -> None:
+    def __init__(self, ctx: PassContext, reserved: Reservations | None = None) -> None:
         self.ctx = ctx
+        self.reserved = reserved
         self.claims: list[Claim] = []
+        self.deferred: set[str] = set()  # pods waiting for reserved capacity
+        self._blocked: str = ""  # why the last new-claim attempt stopped at a reservation
         self._memos: dict[tuple[object, ...], _Memo] = {}
         self._groups: dict[tuple[object, ...], PodGroups] = {}
         self._reasons: dict[str, str] = {}
@@ -106,8 +114,16 @@ class Scheduler:
             self._reasons[work.pod.key] = str(err)
             return False
         while True:
+            self._blocked = ""
             if self._add(work, volumes):
+                self.deferred.discard(work.pod.key)
                 return True
+            if self._blocked:
+                # Waiting for reserved capacity is not a preference problem: relaxing would
+                # only steer the pod to capacity its NodePool ranked lower.
+                self._reasons[work.pod.key] = self._blocked
+                self.deferred.add(work.pod.key)
+                return False
             if not work.relax(self.ctx.prefer_no_schedule_pools):
                 self._reasons[work.pod.key] = explain.reason(self.ctx, work, volumes, self.claims)
                 return False
@@ -165,7 +181,7 @@ class Scheduler:
             if index in cursor.skip:
                 continue
             claim = self.claims[index]
-            outcome = try_claim(claim, work, groups, volumes, self.ctx.topology)
+            outcome = try_claim(claim, work, groups, volumes, self.ctx.topology, -1, self.reserved)
             if isinstance(outcome, Reject):
                 if outcome.permanent:
                     cursor.reject(index)
@@ -184,8 +200,16 @@ class Scheduler:
             claim = Claim(
                 template, self._next_hostname(), template.requirements, template.base_mask
             )
-            outcome = try_claim(claim, work, groups, volumes, self.ctx.topology, limit_mask)
+            outcome = try_claim(
+                claim, work, groups, volumes, self.ctx.topology, limit_mask, self.reserved
+            )
             if isinstance(outcome, Reject):
+                if outcome.kind == "reserved":
+                    # Strict mode: lower-weight pools must not take a pod whose preferred pool
+                    # only waits for its reservations.
+                    self._hostnames -= 1
+                    self._blocked = f"NodePool {template.nodepool.name}: {outcome.detail}"
+                    return False
                 if outcome.permanent and outcome.kind != "topology":
                     memo.fresh[template.index] = outcome
                 self._hostnames -= 1
@@ -205,6 +229,9 @@ class Scheduler:
         claim.requests = fit.requests
         claim.mask = fit.mask
         claim.min_values_relaxed = fit.min_values_relaxed
+        if self.reserved is not None and (fit.reserved or claim.reserved):
+            self.reserved.manager.hold(claim.hostname, fit.reserved)
+        claim.reserved = fit.reserved
         claim.pods.append(work.pod)
         claim.host_ports.extend(work.pod.host_ports)
         self.ctx.topology.record(
@@ -233,13 +260,20 @@ def solve(
     *,
     excluded_nodes: frozenset[str] = frozenset(),
     reuse: Reuse | None = None,
+    reservation_mode: str = STRICT,
 ) -> Results:
     """Run one provisioning pass: where each pending pod goes, and which NodeClaims to create.
 
     ``excluded_nodes`` names existing nodes to leave out (disruption simulates their removal);
-    ``reuse`` carries set-up work from one pass to the next over the same snapshot.
+    ``reuse`` carries set-up work from one pass to the next over the same snapshot;
+    ``reservation_mode`` is ``strict`` for provisioning, ``fallback`` for what-if passes.
     """
     ctx = build_context(cluster, pending, options, excluded_nodes, reuse)
-    scheduler = Scheduler(ctx)
+    offers = [o for t in ctx.templates for _, o in t.catalog.reserved]
+    reserved = None
+    if offers:
+        manager = ReservationManager.from_offerings(offers)
+        reserved = Reservations(manager, reservation_mode, options.reservation_id_label)
+    scheduler = Scheduler(ctx, reserved)
     reasons = scheduler.run(pending)
-    return finalize(ctx, scheduler.claims, reasons)
+    return finalize(ctx, scheduler.claims, reasons, frozenset(scheduler.deferred))

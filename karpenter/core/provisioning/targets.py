@@ -18,6 +18,7 @@ from karpenter.core.provisioning.catalog import CapacityIndex, Catalog
 from karpenter.core.provisioning.daemons import DaemonGroup
 from karpenter.core.provisioning.existing import StateNode
 from karpenter.core.provisioning.podwork import PodWork
+from karpenter.core.provisioning.reservations import Reservations, compatible_ids
 from karpenter.core.provisioning.topology import PodGroups, Reject, Topology
 from karpenter.core.provisioning.volumes import PodVolumes
 from karpenter.core.scheduling import hostports
@@ -95,6 +96,7 @@ class Claim:
     pods: list[Pod] = field(default_factory=list)
     host_ports: list[HostPort] = field(default_factory=list)
     min_values_relaxed: bool = False
+    reserved: frozenset[str] = frozenset()  # capacity reservation ids the claim holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,7 @@ class ClaimFit:
     requests: dict[str, int]
     mask: int
     min_values_relaxed: bool
+    reserved: frozenset[str] = frozenset()
 
 
 def try_claim(
@@ -114,8 +117,10 @@ def try_claim(
     volumes: PodVolumes,
     topology: Topology,
     extra_mask: int = -1,
+    reserved: Reservations | None = None,
 ) -> ClaimFit | Reject:
-    """Can ``work`` join ``claim``? (``extra_mask`` restricts types, e.g. to NodePool limits)."""
+    """Can ``work`` join ``claim``? (``extra_mask`` restricts types, e.g. to NodePool limits;
+    ``reserved`` is the pass's reservation ledger, consulted only by pools with reservations)."""
     t = claim.template
     pod = work.pod
     if not t.tolerated(work.tolerations):
@@ -131,7 +136,7 @@ def try_claim(
     fit &= extra_mask
     if not fit:
         return LIMITS
-    return _place_on_claim(claim, work, groups, volumes, topology, total, fit)
+    return _place_on_claim(claim, work, groups, volumes, topology, total, fit, reserved)
 
 
 def _place_on_claim(
@@ -142,8 +147,9 @@ def _place_on_claim(
     topology: Topology,
     total: dict[str, int],
     fit: int,
+    reserved: Reservations | None,
 ) -> ClaimFit | Reject:
-    """Try each volume alternative, then topology, then minValues (first success wins)."""
+    """Try each volume alternative, then topology, minValues, reservations (first success)."""
     t = claim.template
     catalog = t.catalog
     merged = claim.requirements.intersect(work.requirements)
@@ -170,8 +176,23 @@ def _place_on_claim(
                 last = MIN_VALUES
                 continue
             relaxed = True
-        return ClaimFit(outcome, total, mask, relaxed)
+        held = _reservations(claim, reserved, mask, outcome)
+        if isinstance(held, Reject):
+            last = held
+            continue
+        return ClaimFit(outcome, total, mask, relaxed, held)
     return last
+
+
+def _reservations(
+    claim: Claim, reserved: Reservations | None, mask: int, reqs: Requirements
+) -> frozenset[str] | Reject:
+    """The reservations the claim would hold with the pod added (none without a ledger)."""
+    offers = claim.template.catalog.reserved
+    if reserved is None or not offers:
+        return frozenset()
+    ids = compatible_ids(offers, mask, reqs, reserved.id_label)
+    return reserved.choose(claim.hostname, ids, claim.reserved)
 
 
 @dataclass(slots=True)

@@ -22,6 +22,12 @@ honestly:
 - ARC zonal shift. moto 5.2.1 has no ``arc-zonal-shift``; the proxy answers its
   GetManagedResource (``GET /managedresources/<arn>``) from ``Capacity.arc``
   (``arc_proxy.py``: ARC's JSON shape, ``ResourceNotFoundException`` for an unmanaged ARN).
+- Capacity reservations (moto 5.2.1 has no capacity reservation API). The test holds them
+  in ``Capacity.reservations``; the proxy answers DescribeCapacityReservations from them in
+  EC2's XML, notes which launch template targets which reservation, refuses fleets into a
+  full reservation with ``ReservationCapacityExceeded``, forwards capacity-block fleets as
+  on-demand, counts launches against the reservation and adds the reservation fields to
+  DescribeInstances answers for instances launched into one (``tests/cloud/aws/ec2_reservations``).
 - AWS-owned SSM public parameters (``/aws/service/eks/...``). PutParameter refuses the
   reserved ``/aws`` prefix, so the test seeds them into moto's in-process SSM backend, the way
   moto itself preloads ``/aws/service/ami-amazon-linux-latest``.
@@ -52,6 +58,7 @@ from karpenter.cloud.aws import clients as aws_clients
 from karpenter.cloud.aws import ec2data
 from karpenter.cloud.aws.ec2data import RegionTypes
 from tests.cloud.aws import arc_proxy, placement_proxy
+from tests.cloud.aws.ec2_reservations import Reservations
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -73,6 +80,7 @@ class Capacity:
     placement_groups: list[placement_proxy.Group] = field(default_factory=list)  # EC2's groups
     partition_number: int | None = None  # the partition EC2 "assigned" (DescribeInstances)
     arc: arc_proxy.Resources = field(default_factory=arc_proxy.Resources)  # ARC zonal shifts
+    reservations: Reservations = field(default_factory=Reservations)  # capacity reservations
 
 
 @functools.cache
@@ -115,11 +123,20 @@ def _rewrite_fleet(
     return other, dropped, requested
 
 
-def _error_items(dropped: list[dict[str, str]], lifecycle: str, capacity: Capacity) -> str:
+def _error_items(
+    dropped: list[dict[str, str]],
+    lifecycle: str,
+    capacity: Capacity,
+    overrides: dict[tuple[str, str], str] | None = None,
+) -> str:
+    """EC2's errorSet for the dropped pools (``overrides``: codes that win, e.g. a full
+    reservation's ``ReservationCapacityExceeded``)."""
     items = []
     for d in dropped:
         pool = (d.get("InstanceType", ""), d.get("AvailabilityZone", ""))
-        code = capacity.codes.get(pool, "InsufficientInstanceCapacity")
+        code = (overrides or {}).get(pool) or capacity.codes.get(
+            pool, "InsufficientInstanceCapacity"
+        )
         message = capacity.messages.get(
             pool,
             "We currently do not have sufficient capacity in the Availability Zone you requested.",
@@ -158,6 +175,8 @@ class _Rewrite:
     extra: str = ""  # errorSet XML to add to moto's answer
     reply: tuple[int, str] | tuple[int, str, str] | None = None  # answer without moto
     patch: tuple[str, str] | None = None  # (old, new) replaced throughout moto's answer
+    fleet: bool = False  # a CreateFleet: launches count against reservations
+    instances: bool = False  # a DescribeInstances: reserved instances say so
 
 
 def _rewrite(body: bytes, capacity: Capacity, path: str = "/") -> _Rewrite:
@@ -170,27 +189,46 @@ def _rewrite(body: bytes, capacity: Capacity, path: str = "/") -> _Rewrite:
         return _Rewrite(body, reply=(403, _DENIED))  # EC2's answer when IAM denies the call
     if action == "CreateFleet" and b"DryRun=true" in body:
         return _Rewrite(body, reply=(412, _DRY_RUN_OK))  # moto would launch; EC2 only checks
+    if action == "CreateFleet":
+        return _rewrite_create_fleet(body, capacity)
+    return _rewrite_other(action, body, capacity)
+
+
+def _rewrite_other(action: str, body: bytes, capacity: Capacity) -> _Rewrite:
+    """The describe-style actions moto lacks or answers differently from EC2."""
     if action == "DescribePlacementGroups":
         query = urllib.parse.parse_qs(body.decode())
         denied = action in capacity.deny  # Karpenter never dry-runs it: deny the call itself
         reply = placement_proxy.answer(query, capacity.placement_groups, denied)
         return _Rewrite(body, reply=reply)
-    if action == "DescribeInstances" and capacity.partition_number is not None:
-        number = f"<partitionNumber>{capacity.partition_number}</partitionNumber>"
-        return _Rewrite(body, patch=("<placement>", "<placement>" + number))
-    if action != "CreateFleet":
-        return _Rewrite(body)
+    if action == "DescribeCapacityReservations":
+        return _Rewrite(body, reply=capacity.reservations.describe(dict(_params(body))))
+    if action == "CreateLaunchTemplate":
+        capacity.reservations.note_template(dict(_params(body)))
+    if action == "DescribeInstances":
+        patch = None
+        if capacity.partition_number is not None:
+            number = f"<partitionNumber>{capacity.partition_number}</partitionNumber>"
+            patch = ("<placement>", "<placement>" + number)
+        return _Rewrite(body, patch=patch, instances=True)
+    return _Rewrite(body)
+
+
+def _rewrite_create_fleet(body: bytes, capacity: Capacity) -> _Rewrite:
+    """A CreateFleet with EC2's ICE, reservation and service-linked-role behaviour."""
     capacity.fleet_calls += 1
-    params = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
+    params, full = capacity.reservations.fleet(_params(body))
+    body = urllib.parse.urlencode(params).encode()
     key = "TargetCapacitySpecification.DefaultTargetCapacityType"
     lifecycle = dict(params).get(key, "on-demand")
     slr = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
     # a missing spot service-linked role only fails spot requests
     empty = {p for p in capacity.empty if capacity.codes.get(p) != slr or lifecycle == "spot"}
+    empty |= set(full)
     params, dropped, capacity.last_pools = _rewrite_fleet(params, empty)
     if not dropped:
-        return _Rewrite(body)
-    extra = _error_items(dropped, dict(params).get(key, "on-demand"), capacity)
+        return _Rewrite(body, fleet=True)
+    extra = _error_items(dropped, dict(params).get(key, "on-demand"), capacity, full)
     if not any(".Overrides." in k for k, _ in params):
         return _Rewrite(
             body,
@@ -201,7 +239,24 @@ def _rewrite(body: bytes, capacity: Capacity, path: str = "/") -> _Rewrite:
                 f"<fleetId>fleet-ice</fleetId>{extra}<fleetInstanceSet/></CreateFleetResponse>",
             ),
         )
-    return _Rewrite(urllib.parse.urlencode(params).encode(), extra)
+    return _Rewrite(urllib.parse.urlencode(params).encode(), extra, fleet=True)
+
+
+def _params(body: bytes) -> list[tuple[str, str]]:
+    return urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
+
+
+def _amend(rw: _Rewrite, status: int, data: str, capacity: Capacity) -> str:
+    """moto's answer as EC2 would have given it."""
+    if rw.extra:
+        data = data.replace("<fleetInstanceSet>", rw.extra + "<fleetInstanceSet>", 1)
+    if rw.patch:
+        data = data.replace(*rw.patch)
+    if rw.fleet and status == 200:
+        capacity.reservations.after_fleet(data)
+    if rw.instances and status == 200:
+        data = capacity.reservations.after_describe_instances(data)
+    return data
 
 
 def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPServer:
@@ -227,10 +282,7 @@ def make_proxy(upstream: str, capacity: Capacity) -> http.server.ThreadingHTTPSe
             resp = conn.getresponse()
             data = resp.read().decode()
             conn.close()
-            if rw.extra:
-                data = data.replace("<fleetInstanceSet>", rw.extra + "<fleetInstanceSet>", 1)
-            if rw.patch:
-                data = data.replace(*rw.patch)
+            data = _amend(rw, resp.status, data, capacity)
             self._reply(resp.status, data, resp.getheader("Content-Type") or "text/xml")
 
         def _reply(self, status: int, text: str, ctype: str = "text/xml") -> None:
@@ -323,6 +375,7 @@ async def clients(moto: Moto, account: Account) -> AsyncIterator[aws_clients.Cli
     moto.capacity.placement_groups.clear()
     moto.capacity.partition_number = None
     moto.capacity.arc.managed.clear()
+    moto.capacity.reservations.clear()
     async with aws_clients.open_clients(REGION, moto.proxy_url, _session()) as c:
         yield c
 

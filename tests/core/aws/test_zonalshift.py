@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from karpenter.core.aws import catalog, pricing, zonalshift
+from karpenter.core.aws import reservations as rsv
 from karpenter.core.aws.ec2types import InstanceTypeInfo
 from karpenter.core.aws.zonalshift import Shift, ZonalShifts
 from karpenter.core.scheduling.requirements import Requirement, Requirements
@@ -126,3 +127,24 @@ def test_events(
         (e.nodepool, e.type, e.reason, e.message)[: len(w)] for e, w in zip(got, want, strict=False)
     ] == want
     assert len(got) == len(want)
+
+
+def test_shifted_zone_switches_reservations_off(ec2: dict[str, InstanceTypeInfo]) -> None:
+    """A capacity reservation in a shifted zone offers nothing either; one elsewhere does."""
+    prices = {"m5.large": 0.096}
+    inp = catalog.CatalogInput(
+        region="us-east-1",
+        zones={"m5.large": ("us-east-1a", "us-east-1b")},
+        prices=pricing.PriceTable("us-east-1", prices, {}, prices),
+        zone_ids={"us-east-1a": "use1-az2", "us-east-1b": "use1-az4"},
+        shifted_zone_ids=frozenset({"use1-az2"}),
+        reservations=(
+            rsv.CapacityReservation("cr-a", "m5.large", "us-east-1a"),
+            rsv.CapacityReservation("cr-b", "m5.large", "us-east-1b"),
+        ),
+        reservation_available={"cr-a": 2, "cr-b": 2},
+    )
+    it = catalog.instance_type(ec2["m5.large"], inp)
+    assert it is not None
+    reserved = {o.reservation_id: o.available for o in it.offerings if o.reservation_id}
+    assert reserved == {"cr-a": False, "cr-b": True}
