@@ -29,6 +29,7 @@ from karpenter.aio.ratelimit import TokenBucket
 from karpenter.api import schedulerconfig, simulation
 from karpenter.api.errors import DecodeError
 from karpenter.aws_runtime import core_options, open_aws
+from karpenter.cloud.aws import startup
 from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.model.instancetype import InstanceType
@@ -169,6 +170,15 @@ def _aws_settings() -> settings_mod.AWSSettings:
     return aws
 
 
+def _with_region(aws: settings_mod.AWSSettings) -> settings_mod.AWSSettings:
+    """The settings with the region resolved (AWS_REGION, AWS_DEFAULT_REGION, IMDS)."""
+    try:
+        found = anyio.run(startup.region, aws.AWS_REGION)
+    except startup.StartupError as err:
+        raise LaunchError(f"invalid settings: {err}") from None
+    return aws.model_copy(update={"AWS_REGION": found})
+
+
 def run(args: argparse.Namespace) -> int:
     """``karpenter run``."""
     settings = _settings()
@@ -181,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else _env_kubeconfig()
     clock = RealClock()
     if aws is not None:
+        aws = _with_region(aws)
         anyio.run(run_until_signalled, lambda: serve_aws(kubeconfig, settings, aws, clock))
         return 0
     anyio.run(
@@ -255,7 +266,14 @@ def main(args: argparse.Namespace) -> int:
         return 0
     except LeaderElectionLost as err:
         return _lost(err)
+    except startup.StartupError as err:
+        print(f"karpenter: {err}", file=sys.stderr)
+        return 1
     except BaseExceptionGroup as group:
+        failed = group.subgroup(startup.StartupError)
+        if failed is not None:
+            print(f"karpenter: {failed.exceptions[0]}", file=sys.stderr)
+            return 1
         lost = group.subgroup(LeaderElectionLost)
         if lost is None:
             raise

@@ -212,7 +212,8 @@ class AWSSettings(BaseSettings):
     model_config = SettingsConfigDict(frozen=True, case_sensitive=True, extra="ignore")
 
     CLUSTER_NAME: str = ""
-    AWS_REGION: str = "us-west-2"
+    # "" → AWS_DEFAULT_REGION, then the instance metadata service (cloud/aws/startup.py)
+    AWS_REGION: str = ""
     CLUSTER_ENDPOINT: str = ""
     CLUSTER_CA_BUNDLE: str = ""
     ISOLATED_VPC: bool = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,20 @@ def test_bad_scheduler_config_exits_2(
         "podTopologySpread.defaultConstraints[0].labelSelector: "
         "not allowed in default constraints (the selector is deduced per pod)"
     ]
+
+
+def test_aws_without_a_region_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No AWS_REGION, no AWS_DEFAULT_REGION and no IMDS: exit 2 naming the setting, no guess."""
+    with socket.socket() as s:  # a port nothing listens on stands in for an absent IMDS
+        s.bind(("127.0.0.1", 0))
+        monkeypatch.setenv(
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{s.getsockname()[1]}"
+        )
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLUSTER_NAME", "demo")
+    assert cli.main(["run", "--cloud-provider", "aws"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("karpenter: invalid settings: AWS_REGION: not set")

@@ -207,7 +207,8 @@ def _aws_settings() -> AWSSettings:
 
 
 def _aws(preset: simulation.CatalogSpec, aws: AWSSettings) -> awspreset.Preset:
-    region = preset.region or aws.AWS_REGION
+    # the simulator never asks IMDS: the contract's default region is us-west-2
+    region = preset.region or aws.AWS_REGION or "us-west-2"
     try:
         return awspreset.build(region, preset.price_file, aws)
     except awspreset.PresetError as err:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from karpenter.cloud.aws import clients as aws_clients
-from karpenter.cloud.aws import cluster, ec2data, pricing, resolve
+from karpenter.cloud.aws import cluster, ec2data, pricing, resolve, startup
 from karpenter.cloud.aws.provider import AWSCloudProvider, NodeClassSource
 from karpenter.settings import AWSSettings
 
@@ -36,6 +36,7 @@ async def open_provider(
     """A ready AWSCloudProvider for ``settings.AWS_REGION``."""
     region = settings.AWS_REGION
     async with aws_clients.open_clients(region, endpoint_url, session) as c:
+        await startup.check_ec2(c.ec2, region)
         settings, cidr, version, arn = await _cluster(c, settings)
         cluster_cidr = cluster_cidr or cidr
         types = await ec2data.discover(c.ec2)

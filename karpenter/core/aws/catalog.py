@@ -186,9 +186,7 @@ def instance_type(
     )
     # a reservation in a zone under an ARC zonal shift is as unusable as any other capacity there
     reserved = tuple(
-        replace(o, available=False)
-        if inp.zone_ids.get(o.zone, "") in inp.shifted_zone_ids
-        else o
+        replace(o, available=False) if inp.zone_ids.get(o.zone, "") in inp.shifted_zone_ids else o
         for o in reserved
     )
     offers = (*offerings(info, zones, inp, unavailable, now), *reserved)
