@@ -431,6 +431,7 @@ def pod(obj: Obj) -> Pod:
         creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0,
         start_time=timestamp(status.get("startTime"), "status.startTime"),
         deleting=meta.get("deletionTimestamp") is not None,
+        deletion_time=timestamp(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
         owners=_owners(meta),
         unschedulable_condition=_unschedulable(status),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
