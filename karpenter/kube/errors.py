@@ -7,7 +7,9 @@
     ├── Conflict             409: stale resourceVersion on update, or name already taken
     │   └── AlreadyExists    409 with reason AlreadyExists
     ├── Gone                 410: a watch/list resourceVersion is too old; relist
-    └── Invalid              422: schema, CEL or admission validation refused the object
+    ├── Invalid              422: schema, CEL or admission validation refused the object
+    ├── TooManyRequests      429: throttled, or an eviction a PodDisruptionBudget refuses
+    └── MultiplePDBs         500: an eviction of a pod that more than one PDB selects
 """
 
 from __future__ import annotations
@@ -43,6 +45,19 @@ class Invalid(ApiError):
     """422: the object failed validation."""
 
 
+class TooManyRequests(ApiError):
+    """429: for an eviction, the pod's PodDisruptionBudget allows no disruption now."""
+
+
+class MultiplePDBs(ApiError):
+    """500: the eviction subresource refuses pods selected by more than one PDB."""
+
+
+# The apiserver reports this case only as a 500 InternalError; its message is the one way to
+# tell it from a real server fault, so it is matched here and nowhere else.
+_MULTIPLE_PDBS = "more than one PodDisruptionBudget"
+
+
 def from_status(status: int, body: object) -> ApiError:
     """Build the typed error for an HTTP status and its (Status object) body."""
     reason = message = ""
@@ -58,4 +73,8 @@ def from_status(status: int, body: object) -> ApiError:
         return Gone(status, reason, message)
     if status == 422:
         return Invalid(status, reason, message)
+    if status == 429:
+        return TooManyRequests(status, reason, message)
+    if status == 500 and _MULTIPLE_PDBS in message:
+        return MultiplePDBs(status, reason, message)
     return ApiError(status, reason, message)
