@@ -114,8 +114,8 @@ async def _assert_observable(op: Operator, pool: str) -> None:
 
 @pytest.mark.asyncio
 async def test_deleting_a_node_deletes_its_nodeclaim(control_plane: ControlPlane) -> None:
-    """A Node deleted out from under a registered NodeClaim takes the claim (and instance)
-    away."""
+    """A Node deleted out from under a registered NodeClaim is drained through its finalizer
+    and takes the claim (and instance) away."""
     async with (
         harness.running(control_plane.kubeconfig) as op,
         kc.connect(control_plane.kubeconfig) as kube,
@@ -137,6 +137,8 @@ async def test_deleting_a_node_deletes_its_nodeclaim(control_plane: ControlPlane
 
         await harness.eventually(finalized, "the claim to be deleted and finalized")
         assert first["metadata"]["name"] in op.termination.terminated
+        assert f"{ns}/solo" in op.node_termination.drained_pods
+        assert first["status"]["nodeName"] in op.node_termination.finalized
         assert isinstance(op.cloud, SimulatedCloud)
         assert first["metadata"]["name"] not in op.cloud.instances
         await harness.cleanup(kube, pool, ns)
