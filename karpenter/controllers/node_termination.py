@@ -259,7 +259,7 @@ class NodeTermination:
         if now < retry_at:
             return retry_at - now
         try:
-            await self.kube.evict(pod.namespace, pod.name, pod.uid)
+            await self._evict_or_delete(pod)
         except (errors.NotFound, errors.Conflict) as err:
             self._count_eviction(err.status)  # gone, or the name holds another pod now
             self._refusals.pop(pod.uid, None)
@@ -278,6 +278,15 @@ class NodeTermination:
             codec.pod_reference(pod), events.NORMAL, "Evicted", f"Evicted pod: {_reason(claim_raw)}"
         )
         return DRAIN_POLL_S
+
+    async def _evict_or_delete(self, pod: Pod) -> None:
+        try:
+            await self.kube.evict(pod.namespace, pod.name, pod.uid)
+        except errors.NamespaceTerminating as err:
+            # No eviction can be created in a namespace being deleted, and the namespace
+            # controller is deleting its pods anyway: delete this one now, as upstream does.
+            self._count_eviction(err.status)
+            await self.kube.delete(PODS, pod.name, pod.namespace, uid=pod.uid)
 
     async def _refused(
         self, pod: Pod, err: errors.ApiError, raw: Obj, claim_raw: Obj | None, log: Any

@@ -3,6 +3,8 @@
 ::
 
     ApiError                 any non-2xx answer (``status``, ``reason``, ``message``)
+    ├── Forbidden            403: RBAC or admission refused the request
+    │   └── NamespaceTerminating  403: nothing new (an eviction either) in a namespace going away
     ├── NotFound             404: the object (or its collection) does not exist
     ├── Conflict             409: stale resourceVersion on update, or name already taken
     │   └── AlreadyExists    409 with reason AlreadyExists
@@ -23,6 +25,14 @@ class ApiError(Exception):
         self.status = status
         self.reason = reason
         self.message = message
+
+
+class Forbidden(ApiError):
+    """403."""
+
+
+class NamespaceTerminating(Forbidden):
+    """403 with cause NamespaceTerminating: the namespace is being deleted."""
 
 
 class NotFound(ApiError):
@@ -64,6 +74,10 @@ def from_status(status: int, body: object) -> ApiError:
     if isinstance(body, dict):
         reason = str(body.get("reason") or "")
         message = str(body.get("message") or "")
+    if status == 403:
+        if _has_cause(body, "NamespaceTerminating"):
+            return NamespaceTerminating(status, reason, message)
+        return Forbidden(status, reason, message)
     if status == 404:
         return NotFound(status, reason, message)
     if status == 409:
@@ -78,3 +92,9 @@ def from_status(status: int, body: object) -> ApiError:
     if status == 500 and _MULTIPLE_PDBS in message:
         return MultiplePDBs(status, reason, message)
     return ApiError(status, reason, message)
+
+
+def _has_cause(body: object, kind: str) -> bool:
+    details = body.get("details") if isinstance(body, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return any(isinstance(c, dict) and c.get("type") == kind for c in causes or [])

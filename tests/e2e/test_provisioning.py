@@ -129,6 +129,11 @@ async def test_deleting_a_node_deletes_its_nodeclaim(control_plane: ControlPlane
             return [c for c in await harness.claims_of(kube, pool) if _ready(c)]
 
         first = (await harness.eventually(ready_claim, "a ready NodeClaim"))[0]
+
+        async def bound() -> bool:
+            return bool((await kube.get(kc.PODS, "solo", ns))["spec"].get("nodeName"))
+
+        await harness.eventually(bound, "the pod bound, so there is something to drain")
         await kube.delete(kc.NODES, first["status"]["nodeName"])
 
         async def finalized() -> bool:
