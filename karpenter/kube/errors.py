@@ -95,6 +95,7 @@ def from_status(status: int, body: object) -> ApiError:
 
 
 def _has_cause(body: object, kind: str) -> bool:
+    # a StatusCause's type travels in its JSON field "reason"
     details = body.get("details") if isinstance(body, dict) else None
     causes = details.get("causes") if isinstance(details, dict) else None
-    return any(isinstance(c, dict) and c.get("type") == kind for c in causes or [])
+    return any(isinstance(c, dict) and c.get("reason") == kind for c in causes or [])

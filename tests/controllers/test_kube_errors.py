@@ -9,7 +9,7 @@ from karpenter.kube import errors
 _TERMINATING = {
     "reason": "Forbidden",
     "message": 'pods "a" is forbidden: unable to create new content in namespace x',
-    "details": {"causes": [{"type": "NamespaceTerminating", "message": "namespace x"}]},
+    "details": {"causes": [{"reason": "NamespaceTerminating", "message": "namespace x"}]},
 }
 _MULTI = {
     "reason": "InternalError",
