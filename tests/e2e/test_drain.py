@@ -24,6 +24,7 @@ from tests.e2e.conftest import ControlPlane
 
 pytestmark = pytest.mark.e2e
 
+PVCS, VOLUMEATTACHMENTS = kc.PVCS, kc.VOLUMEATTACHMENTS
 PDBS = kc.Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
 
 
@@ -303,3 +304,75 @@ async def test_termination_grace_period_forces_deletion_at_the_deadline(
 async def _condition_set(kube: kc.KubeClient, claim: dict[str, Any], kind: str) -> bool:
     obj = await kube.get(kc.NODECLAIMS, claim["metadata"]["name"])
     return codec.condition(obj, kind) is not None
+
+
+def _attachment(name: str, node: str, pv: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name},
+        "spec": {
+            "attacher": "e2e.csi.karpenter.test",
+            "nodeName": node,
+            "source": {"persistentVolumeName": pv},
+        },
+    }
+
+
+@pytest.mark.asyncio
+async def test_instance_waits_for_volume_detachment(control_plane: ControlPlane) -> None:
+    """After the drain the Node waits for the VolumeAttachments of drained pods' volumes, not
+    for those of a pod that stays (it tolerates the disrupted taint)."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        await kube.create(kc.PODS, harness.pod("web", pool), ns)
+        await _pods_bound(kube, ns, 1)
+        claim = await _only_claim(kube, pool)
+        node = claim["status"]["nodeName"]
+        pvc = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "kept"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "volumeName": f"pv-kept-{ns}",
+                "storageClassName": "",
+            },
+        }
+        await kube.create(PVCS, pvc, ns)
+        stays = harness.pod("stays", pool, cpu="100m")
+        stays["spec"]["nodeName"] = node  # placed like a kubelet-managed agent would be
+        stays["spec"]["tolerations"].append({"key": lbl.TAINT_DISRUPTED, "operator": "Exists"})
+        stays["spec"]["volumes"] = [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "kept"}}
+        ]
+        await kube.create(kc.PODS, stays, ns)
+        drained_va, kept_va = f"va-drained-{ns}", f"va-kept-{ns}"
+        await kube.create(VOLUMEATTACHMENTS, _attachment(drained_va, node, f"pv-web-{ns}"))
+        await kube.create(VOLUMEATTACHMENTS, _attachment(kept_va, node, f"pv-kept-{ns}"))
+
+        await kube.delete(kc.NODECLAIMS, claim["metadata"]["name"])
+
+        async def awaiting() -> bool:
+            return bool(await _events(kube, node, "AwaitingVolumeDetachment"))
+
+        await harness.eventually(awaiting, "an AwaitingVolumeDetachment event on the Node")
+        held = await kube.get(kc.NODECLAIMS, claim["metadata"]["name"])
+        assert codec.condition_true(held, "Drained")
+        detached = codec.condition(held, "VolumesDetached")
+        assert detached is not None and detached["status"] == "Unknown"
+        assert not await _gone(kube, kc.NODES, node)
+        assert f"{ns}/web" in op.node_termination.drained_pods
+
+        await kube.delete(VOLUMEATTACHMENTS, drained_va)
+        await _finalized(op, kube, claim)
+        assert not await _gone(kube, VOLUMEATTACHMENTS, kept_va)  # never waited for
+        assert f"{ns}/stays" not in op.node_termination.drained_pods
+        await kube.delete(VOLUMEATTACHMENTS, kept_va)
+        await harness.cleanup(kube, pool, ns)
