@@ -376,3 +376,39 @@ async def test_instance_waits_for_volume_detachment(control_plane: ControlPlane)
         assert f"{ns}/stays" not in op.node_termination.drained_pods
         await kube.delete(VOLUMEATTACHMENTS, kept_va)
         await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_not_ready_node_without_instance_is_released_without_drain(
+    control_plane: ControlPlane,
+) -> None:
+    """A NotReady Node whose instance is already gone has nothing to drain: even a
+    do-not-disrupt pod does not hold it."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        keep = harness.pod("keep", pool)
+        keep["metadata"]["annotations"] = {lbl.DO_NOT_DISRUPT: "true"}
+        await kube.create(kc.PODS, keep, ns)
+        await _pods_bound(kube, ns, 1)
+        claim = await _only_claim(kube, pool)
+        node = claim["status"]["nodeName"]
+        assert isinstance(op.cloud, SimulatedCloud)
+        del op.cloud.instances[claim["metadata"]["name"]]  # the machine died with its kubelet
+        not_ready = {"type": "Ready", "status": "False", "reason": "NodeStatusUnknown"}
+        status = {"status": {"conditions": [not_ready]}}
+        await kube.merge_patch(kc.NODES, node, status, subresource="status")
+
+        async def seen_not_ready() -> bool:
+            raw = op.state.nodes.raw(node)
+            return raw is not None and not codec.condition_true(raw, "Ready")
+
+        await harness.eventually(seen_not_ready, "the mirror to see the Node NotReady")
+        await kube.delete(kc.NODES, node)
+        await _finalized(op, kube, claim)
+        assert f"{ns}/keep" not in op.node_termination.drained_pods
+        await harness.cleanup(kube, pool, ns)
