@@ -128,6 +128,13 @@ class NodeTermination:
             await self._finalize(raw, log)
             return None
         deadline = self._deadline(claim_raw)
+        if deadline is not None:
+            await self.recorder.publish(
+                codec.object_reference(raw),
+                events.WARNING,
+                "TerminationGracePeriodExpiring",
+                f"All pods will be deleted by {codec.rfc3339(deadline)}",
+            )
         await self._taint(raw)
         wait = await self._drain(raw, claim_raw, deadline, log)
         if wait is None:
@@ -225,8 +232,11 @@ class NodeTermination:
         name, now = codec.name(raw), self.clock.now()
         pods = [p for p in self.state.pods.values() if p.node_name == name]
         plan = term.plan_drain(pods, now, deadline)
+        already = codec.condition_true(claim_raw or {}, "Drained")
+        if plan.drained and already:
+            return None  # e.g. after a restart while volumes or the instance were awaited
         since = self._since.setdefault(name, _drain_started(claim_raw) or now)
-        if not codec.condition_true(claim_raw or {}, "Drained"):
+        if not already:
             await self._condition(claim_raw, "Drained", "Unknown", "Draining")
         if plan.drained:
             wait = term.drained_after(since, now)
@@ -240,7 +250,7 @@ class NodeTermination:
         for pod in plan.evict:
             retry = min(retry, await self._evict(pod, raw, claim_raw, log))
         if plan.held:
-            log.info("waiting on do-not-disrupt pods", pods=[p.key for p in plan.held])
+            log.debug("waiting on do-not-disrupt pods", pods=[p.key for p in plan.held])
         return retry
 
     async def _drained(self, raw: Obj, claim_raw: Obj | None, log: Any) -> None:

@@ -291,6 +291,7 @@ async def test_termination_grace_period_forces_deletion_at_the_deadline(
         deleted = codec.parse_time(meta.get("deletionTimestamp"))
         assert deleted is not None and deadline == pytest.approx(deleted + 6)
         assert await _events(kube, name, "TerminationGracePeriodExpiring")
+        assert await _events(kube, claim["status"]["nodeName"], "TerminationGracePeriodExpiring")
 
         await _finalized(op, kube, claim)
         assert RealClock().now() >= deadline - 1  # timestamps are whole seconds
