@@ -95,7 +95,8 @@ class NodeTermination:
         elif kind == "Pod":
             # a pod leaving (or arriving) may finish a drain; deletions carry no node name
             node = str(((obj or {}).get("spec") or {}).get("nodeName") or "")
-            for name in [node] if obj is not None else list(self._since):
+            draining = [node] if obj is not None else list(self._since)
+            for name in draining:
                 if name in self._since:
                     self.queue.add(name)
 
