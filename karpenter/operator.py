@@ -29,6 +29,7 @@ from karpenter.controllers.disruption import VALIDATION_S as DISRUPTION_VALIDATI
 from karpenter.controllers.disruption import Disruption
 from karpenter.controllers.drift import DriftWatch
 from karpenter.controllers.lifecycle import Lifecycle
+from karpenter.controllers.node_termination import NodeTermination
 from karpenter.controllers.nodeclaim_gc import NodeClaimGC
 from karpenter.controllers.nodepool import NodePoolStatus
 from karpenter.controllers.podevents import PodEvents
@@ -125,7 +126,10 @@ class Operator:
             return MeteredCloud(cloud, metrics, controller)
 
         self.termination = Termination(
-            kube, self.state, metered("nodeclaim.termination"), clock, metrics
+            kube, self.state, metered("nodeclaim.termination"), self.recorder, clock, metrics
+        )
+        self.node_termination = NodeTermination(
+            kube, self.state, metered("node.termination"), self.recorder, clock, metrics
         )
         self.lifecycle = Lifecycle(
             kube, self.state, metered("nodeclaim.lifecycle"), self.recorder, clock, metrics
@@ -221,6 +225,7 @@ class Operator:
             async with anyio.create_task_group() as tg:
                 await tg.start(self.nodepool_status.run)
                 await tg.start(self.termination.run)
+                await tg.start(self.node_termination.run)
                 await tg.start(self.lifecycle.run)
                 await tg.start(self.provisioner.run)
                 await tg.start(self.podevents.run)

@@ -168,6 +168,8 @@ def test_rbac_covers_what_the_controller_does(helm: str) -> None:
         # default topology spread deduces selectors from Services and pod controllers
         ("", "services"), ("", "replicationcontrollers"), ("apps", "replicasets"),
         ("apps", "statefulsets"),
+        # the drain waits for VolumeAttachments of drained pods' volumes
+        ("storage.k8s.io", "volumeattachments"),
     ]  # fmt: skip
     for group, resource in reads:
         assert {"get", "list", "watch"} <= _verbs(rules, group, resource), (group, resource)

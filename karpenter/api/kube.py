@@ -160,6 +160,14 @@ def selector_term(value: Any, path: str) -> SelectorTerm:
     )
 
 
+def _bound_selector_term(value: Any, path: str) -> SelectorTerm:
+    """A bound pod's required term, matchFields dropped. The DaemonSet controller pins each of
+    its pods to one node by ``metadata.name``; once bound the pin is met, and the drain and the
+    accounting must still see the pod (an undecodable pod is invisible to both)."""
+    obj = {k: v for k, v in map_of(value, path).items() if k != "matchFields"}
+    return selector_term(obj, path)
+
+
 def label_selector(value: Any, path: str) -> LabelSelector | None:
     """A metav1.LabelSelector (None when absent)."""
     if value is None:
@@ -327,7 +335,7 @@ def _affinity(spec: Obj, path: str) -> dict[str, Any]:
         "required_node_terms": _each(
             _list(req.get("nodeSelectorTerms"), f"{p}.nodeAffinity.required.nodeSelectorTerms"),
             f"{p}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
-            selector_term,
+            _bound_selector_term if spec.get("nodeName") else selector_term,
         ),
         "preferred_node_terms": _each(
             _list(node.get("preferredDuringSchedulingIgnoredDuringExecution"), p),
@@ -431,6 +439,7 @@ def pod(obj: Obj) -> Pod:
         creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0,
         start_time=timestamp(status.get("startTime"), "status.startTime"),
         deleting=meta.get("deletionTimestamp") is not None,
+        deletion_time=timestamp(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
         owners=_owners(meta),
         unschedulable_condition=_unschedulable(status),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),

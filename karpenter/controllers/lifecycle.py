@@ -6,8 +6,9 @@ is not done, like upstream's lifecycle controller:
 1. Launch: ``CloudProvider.create``. Insufficient capacity → event, delete the claim (the
    provisioner tries again with fresh offerings); NodeClass not ready → delete; other errors →
    ``Launched=Unknown`` and retry with backoff, deleting the claim after the launch timeout.
-2. Registration: the Node with the claim's providerID gets the claim's labels, taints and an
-   owner reference, loses ``karpenter.sh/unregistered`` and gains ``karpenter.sh/registered``.
+2. Registration: the Node with the claim's providerID gets the claim's labels, taints, an
+   owner reference and the ``karpenter.sh/termination`` finalizer (deleting it drains it),
+   loses ``karpenter.sh/unregistered`` and gains ``karpenter.sh/registered``.
    No Node before the registration timeout → delete the claim.
 3. Initialization: the Node is Ready, startup and known ephemeral taints are gone and every
    requested extended resource is allocatable → ``karpenter.sh/initialized``.
@@ -240,6 +241,7 @@ class Lifecycle:
         if _true(conds, "Registered") and (
             (node.get("metadata", {}).get("labels") or {}).get(lbl.REGISTERED) == "true"
         ):
+            await self._ensure_finalizer(node)
             return None
         patched = await self._sync_node(node, raw, claim)
         self.state.nodes.upsert(patched)
@@ -274,7 +276,7 @@ class Lifecycle:
                 taints = codec.merge_taints(taints, wanted)
         owners = [o for o in meta.get("ownerReferences") or [] if o.get("uid") != codec.uid(raw)]
         owners.append(codec.owner_reference(raw))
-        patch = {
+        patch: dict[str, Any] = {
             "metadata": {
                 "labels": labels,
                 "ownerReferences": owners,
@@ -282,9 +284,21 @@ class Lifecycle:
             },
             "spec": {"taints": taints},
         }
+        finalizers = _with_finalizer(node)
+        if finalizers is not None:
+            patch["metadata"]["finalizers"] = finalizers
         # The resourceVersion makes the patch an optimistic lock: the kubelet (here, the
         # simulated cloud) may be patching the same Node; a Conflict requeues the claim.
         return await self.kube.merge_patch(NODES, codec.name(node), patch)
+
+    async def _ensure_finalizer(self, node: Obj) -> None:
+        """Nodes registered before drain existed get the finalizer too (once)."""
+        finalizers = _with_finalizer(node)
+        if finalizers is None:
+            return
+        meta = codec.meta(node)
+        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
+        self.state.nodes.upsert(await self.kube.merge_patch(NODES, codec.name(node), patch))
 
     # ---- initialization ---------------------------------------------------------------------
 
@@ -360,6 +374,17 @@ class Lifecycle:
 
     async def _event(self, raw: Obj, kind: str, reason: str, message: str) -> None:
         await self.recorder.publish(codec.object_reference(raw), kind, reason, message)
+
+
+def _with_finalizer(node: Mapping[str, Any]) -> list[str] | None:
+    """The Node's finalizers plus ``karpenter.sh/termination``, which makes deleting the Node
+    go through drain (node termination); None when present already or too late to add (the
+    apiserver refuses new finalizers on an object being deleted)."""
+    meta = codec.meta(node)
+    finalizers = list(meta.get("finalizers") or [])
+    if lbl.FINALIZER_TERMINATION in finalizers or meta.get("deletionTimestamp"):
+        return None
+    return [*finalizers, lbl.FINALIZER_TERMINATION]
 
 
 def _not_initialized(node: Mapping[str, Any], claim: NodeClaim) -> tuple[str, str]:

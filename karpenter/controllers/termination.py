@@ -1,10 +1,12 @@
 """NodeClaim termination: the ``karpenter.sh/termination`` finalizer on a deleted NodeClaim.
 
-A deleted NodeClaim keeps its finalizer until its instance is gone: its Node is deleted
-first (draining that Node arrives with the node-termination controller in a later change),
-then ``CloudProvider.delete`` is called until it answers NodeClaimNotFound, as the port's
-contract says, and only then is the finalizer removed, with the object's resourceVersion as
-an optimistic lock so a concurrent finalizer change by someone else is never lost.
+A deleted NodeClaim keeps its finalizer until its instance is gone. First its termination
+timestamp is stamped (deletion time + ``terminationGracePeriod``, the deadline the drain
+works to) unless a forceful path already set one. Then its Node is deleted and this waits
+for the Node to disappear: the Node's own finalizer (``node_termination``) drains it. Then
+``CloudProvider.delete`` is called until it answers NodeClaimNotFound, as the port's contract
+says, and only then is the finalizer removed, with the object's resourceVersion as an
+optimistic lock so a concurrent finalizer change by someone else is never lost.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import structlog
 from karpenter.aio.clock import Clock
 from karpenter.aio.keyed_queue import KeyedQueue
 from karpenter.cloud.provider import CloudProvider, NodeClaimNotFoundError
+from karpenter.core import termination as term
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.node import NodeClaim
-from karpenter.kube import codec, errors
+from karpenter.kube import codec, errors, events
 from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Obj
 from karpenter.observability.metrics import Metrics
 from karpenter.state.cluster import ClusterState
@@ -37,6 +40,7 @@ class Termination:
         kube: KubeClient,
         state: ClusterState,
         cloud: CloudProvider,
+        recorder: events.EventRecorder,
         clock: Clock,
         metrics: Metrics,
         *,
@@ -45,6 +49,7 @@ class Termination:
         self.kube = kube
         self.state = state
         self.cloud = cloud
+        self.recorder = recorder
         self.clock = clock
         self.metrics = metrics
         self.concurrency = concurrency
@@ -78,25 +83,56 @@ class Termination:
         if lbl.FINALIZER_TERMINATION not in finalizers:
             return None
         log = self._log.bind(nodeclaim=name)
+        if claim is not None:
+            await self._stamp_deadline(raw, claim)
         if claim is not None and not await self._instance_gone(claim, log):
             return INSTANCE_POLL_S
         await self._release(raw, finalizers, log)
         return None
 
+    async def _stamp_deadline(self, raw: Obj, claim: NodeClaim) -> None:
+        """Annotate the termination timestamp the drain works to, and say so in an Event."""
+        annotations = codec.meta(raw).get("annotations") or {}
+        deleted = codec.parse_time(codec.meta(raw).get("deletionTimestamp"))
+        deadline = term.termination_deadline(deleted, claim.termination_grace_seconds)
+        if deadline is None or lbl.TERMINATION_TIMESTAMP in annotations:
+            return
+        stamp = codec.rfc3339(deadline)
+        try:
+            obj = await self.kube.merge_patch(
+                NODECLAIMS,
+                claim.name,
+                {"metadata": {"annotations": {lbl.TERMINATION_TIMESTAMP: stamp}}},
+            )
+        except errors.NotFound:
+            return
+        self.state.nodeclaims.upsert(obj)
+        await self.recorder.publish(
+            codec.object_reference(raw),
+            events.WARNING,
+            "TerminationGracePeriodExpiring",
+            f"All pods will be deleted by {stamp}",
+        )
+
     async def _instance_gone(self, claim: NodeClaim, log: Any) -> bool:
-        """Delete the claim's Node(s), then ask the cloud to terminate; True once it is gone."""
+        """Delete the claim's Node(s) and wait until they are gone (their finalizer drains
+        them), then ask the cloud to terminate; True once the instance is gone."""
         nodes = self.state.node_by_provider_id(claim.provider_id) if claim.provider_id else []
         for node in nodes:
             if codec.meta(node).get("deletionTimestamp"):
-                continue  # already going; counted when it was deleted
+                continue  # already going
             try:
                 await self.kube.delete(NODES, codec.name(node))
             except errors.NotFound:
                 continue
+            if lbl.FINALIZER_TERMINATION in (codec.meta(node).get("finalizers") or []):
+                continue  # counted by node termination when it lets the Node go
             node_labels = codec.meta(node).get("labels") or {}
             self.metrics.nodes_terminated.labels(
                 nodepool=node_labels.get(lbl.NODEPOOL, ""), zone=node_labels.get(lbl.ZONE, "")
             ).inc()
+        if any(lbl.FINALIZER_TERMINATION in (codec.meta(n).get("finalizers") or []) for n in nodes):
+            return False  # still draining
         try:
             await self.cloud.delete(claim)
         except NodeClaimNotFoundError:

@@ -79,6 +79,8 @@ STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", namespaced=
 REPLICATIONCONTROLLERS = Resource(
     "", "v1", "replicationcontrollers", "ReplicationController", namespaced=True
 )
+PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True)
+VOLUMEATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool")
 NODECLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim")
@@ -254,17 +256,40 @@ class KubeClient:
         namespace: str | None = None,
         *,
         grace_period_s: int | None = None,
+        uid: str = "",
     ) -> None:
-        """Delete (NotFound when already gone); background propagation, like kubectl."""
-        body: dict[str, Any] = {
-            "kind": "DeleteOptions",
-            "apiVersion": "v1",
-            "propagationPolicy": "Background",
-        }
-        if grace_period_s is not None:
-            body["gracePeriodSeconds"] = grace_period_s
+        """Delete (NotFound when already gone); background propagation, like kubectl.
+
+        With ``uid`` the delete is refused (Conflict) when the name now holds another object.
+        """
+        body = _delete_options(grace_period_s, uid)
+        body["propagationPolicy"] = "Background"
         resp = await self._call("DELETE", res.path(namespace, name), body=body)
         resp.release()
+
+    async def evict(self, namespace: str, name: str, uid: str) -> None:
+        """Ask the Eviction API (policy/v1) to delete a pod, honouring its PodDisruptionBudgets.
+
+        TooManyRequests: a PDB refuses now; MultiplePDBs; NotFound: gone; Conflict: the name
+        holds another pod (the UID precondition failed).
+        """
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": _delete_options(None, uid),
+        }
+        resp = await self._call("POST", PODS.path(namespace, name, "eviction"), body=body)
+        resp.release()
+
+
+def _delete_options(grace_period_s: int | None, uid: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+    if grace_period_s is not None:
+        body["gracePeriodSeconds"] = grace_period_s
+    if uid:
+        body["preconditions"] = {"uid": uid}
+    return body
 
 
 async def _events(resp: aiohttp.ClientResponse, res: Resource) -> AsyncIterator[WatchEvent]:

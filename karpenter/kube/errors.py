@@ -3,11 +3,15 @@
 ::
 
     ApiError                 any non-2xx answer (``status``, ``reason``, ``message``)
+    ├── Forbidden            403: RBAC or admission refused the request
+    │   └── NamespaceTerminating  403: nothing new (an eviction either) in a namespace going away
     ├── NotFound             404: the object (or its collection) does not exist
     ├── Conflict             409: stale resourceVersion on update, or name already taken
     │   └── AlreadyExists    409 with reason AlreadyExists
     ├── Gone                 410: a watch/list resourceVersion is too old; relist
-    └── Invalid              422: schema, CEL or admission validation refused the object
+    ├── Invalid              422: schema, CEL or admission validation refused the object
+    ├── TooManyRequests      429: throttled, or an eviction a PodDisruptionBudget refuses
+    └── MultiplePDBs         500: an eviction of a pod that more than one PDB selects
 """
 
 from __future__ import annotations
@@ -21,6 +25,14 @@ class ApiError(Exception):
         self.status = status
         self.reason = reason
         self.message = message
+
+
+class Forbidden(ApiError):
+    """403."""
+
+
+class NamespaceTerminating(Forbidden):
+    """403 with cause NamespaceTerminating: the namespace is being deleted."""
 
 
 class NotFound(ApiError):
@@ -43,12 +55,29 @@ class Invalid(ApiError):
     """422: the object failed validation."""
 
 
+class TooManyRequests(ApiError):
+    """429: for an eviction, the pod's PodDisruptionBudget allows no disruption now."""
+
+
+class MultiplePDBs(ApiError):
+    """500: the eviction subresource refuses pods selected by more than one PDB."""
+
+
+# The apiserver reports this case only as a 500 InternalError; its message is the one way to
+# tell it from a real server fault, so it is matched here and nowhere else.
+_MULTIPLE_PDBS = "more than one PodDisruptionBudget"
+
+
 def from_status(status: int, body: object) -> ApiError:
     """Build the typed error for an HTTP status and its (Status object) body."""
     reason = message = ""
     if isinstance(body, dict):
         reason = str(body.get("reason") or "")
         message = str(body.get("message") or "")
+    if status == 403:
+        if _has_cause(body, "NamespaceTerminating"):
+            return NamespaceTerminating(status, reason, message)
+        return Forbidden(status, reason, message)
     if status == 404:
         return NotFound(status, reason, message)
     if status == 409:
@@ -58,4 +87,15 @@ def from_status(status: int, body: object) -> ApiError:
         return Gone(status, reason, message)
     if status == 422:
         return Invalid(status, reason, message)
+    if status == 429:
+        return TooManyRequests(status, reason, message)
+    if status == 500 and _MULTIPLE_PDBS in message:
+        return MultiplePDBs(status, reason, message)
     return ApiError(status, reason, message)
+
+
+def _has_cause(body: object, kind: str) -> bool:
+    # a StatusCause's type travels in its JSON field "reason"
+    details = body.get("details") if isinstance(body, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return any(isinstance(c, dict) and c.get("reason") == kind for c in causes or [])

@@ -125,6 +125,18 @@ class Metrics:
             ("nodepool", "zone"),
             registry=r,
         )
+        self.nodes_drained = Counter(
+            "karpenter_nodes_drained_total",
+            "Nodes whose pods were all drained (Drained became True).",
+            ("nodepool",),
+            registry=r,
+        )
+        self.nodes_termination_duration = Summary(
+            "karpenter_nodes_termination_duration_seconds",
+            "Time from a Node's deletion until its termination finalizer is removed.",
+            ("nodepool",),
+            registry=r,
+        )
 
     def _pods(self, r: CollectorRegistry) -> None:
         self.pods_state = Gauge(
@@ -136,6 +148,18 @@ class Metrics:
         self.pods_startup_duration = Summary(
             "karpenter_pods_startup_duration_seconds",
             "Time from pod creation until the pod is running.",
+            registry=r,
+        )
+        self.pods_drained = Counter(
+            "karpenter_pods_drained_total",
+            "Pods evicted or deleted while draining a Node, by the NodeClaim's disruption reason.",
+            ("reason",),
+            registry=r,
+        )
+        self.pods_eviction_requests = Counter(
+            "karpenter_pods_eviction_requests_total",
+            "Eviction API calls while draining, by HTTP response code.",
+            ("code",),
             registry=r,
         )
 

@@ -113,3 +113,20 @@ def test_set_condition_moves_transition_time_only_on_status_change() -> None:
 def test_quantities(milli: int, text: str) -> None:
     """Whole units print plain, fractions in milli-units."""
     assert codec.quantity(milli) == text
+
+
+def _pinned_pod(node_name: str) -> dict[str, Any]:
+    pin = {"key": "metadata.name", "operator": "In", "values": ["node-a"]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [pin]}]}}}  # fmt: skip
+    spec: dict[str, Any] = {"containers": [{"name": "c"}], "affinity": affinity}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": {"name": "agent-x", "namespace": "default"}, "spec": spec}
+
+
+def test_daemonset_pin_is_ignored_once_the_pod_is_bound() -> None:
+    """A bound DaemonSet pod decodes despite its matchFields pin; an unbound one still does not."""
+    assert decode.pod(_pinned_pod("node-a")).node_name == "node-a"
+    with pytest.raises(decode.CodecError):
+        decode.pod(_pinned_pod(""))

@@ -33,6 +33,7 @@ NEEDED = [
     ("list", "apps", "daemonsets", ""), ("list", "storage.k8s.io", "storageclasses", ""),
     ("list", "storage.k8s.io", "csinodes", ""), ("list", "", "persistentvolumes", ""),
     ("list", "", "persistentvolumeclaims", ""), ("watch", "karpenter.sh", "nodepools", ""),
+    ("list", "storage.k8s.io", "volumeattachments", ""), ("get", "", "persistentvolumeclaims", ""),
     ("patch", "karpenter.sh", "nodeclaims/status", ""), ("patch", "", "nodes/status", ""),
     ("patch", "karpenter.k8s.aws", "ec2nodeclasses/status", ""),
     ("watch", "karpenter.k8s.aws", "ec2nodeclasses", ""),

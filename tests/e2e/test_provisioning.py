@@ -114,8 +114,8 @@ async def _assert_observable(op: Operator, pool: str) -> None:
 
 @pytest.mark.asyncio
 async def test_deleting_a_node_deletes_its_nodeclaim(control_plane: ControlPlane) -> None:
-    """A Node deleted out from under a registered NodeClaim takes the claim (and instance)
-    away."""
+    """A Node deleted out from under a registered NodeClaim is drained through its finalizer
+    and takes the claim (and instance) away."""
     async with (
         harness.running(control_plane.kubeconfig) as op,
         kc.connect(control_plane.kubeconfig) as kube,
@@ -129,6 +129,11 @@ async def test_deleting_a_node_deletes_its_nodeclaim(control_plane: ControlPlane
             return [c for c in await harness.claims_of(kube, pool) if _ready(c)]
 
         first = (await harness.eventually(ready_claim, "a ready NodeClaim"))[0]
+
+        async def bound() -> bool:
+            return bool((await kube.get(kc.PODS, "solo", ns))["spec"].get("nodeName"))
+
+        await harness.eventually(bound, "the pod bound, so there is something to drain")
         await kube.delete(kc.NODES, first["status"]["nodeName"])
 
         async def finalized() -> bool:
@@ -137,6 +142,8 @@ async def test_deleting_a_node_deletes_its_nodeclaim(control_plane: ControlPlane
 
         await harness.eventually(finalized, "the claim to be deleted and finalized")
         assert first["metadata"]["name"] in op.termination.terminated
+        assert f"{ns}/solo" in op.node_termination.drained_pods
+        assert first["status"]["nodeName"] in op.node_termination.finalized
         assert isinstance(op.cloud, SimulatedCloud)
         assert first["metadata"]["name"] not in op.cloud.instances
         await harness.cleanup(kube, pool, ns)

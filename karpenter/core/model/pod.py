@@ -94,6 +94,8 @@ class Pod:
     creation: float = 0.0
     start_time: float | None = None
     deleting: bool = False
+    # metadata.deletionTimestamp: when the pod's grace period ends (set by the delete call)
+    deletion_time: float | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     required_node_terms: tuple[SelectorTerm, ...] = ()
     preferred_node_terms: tuple[WeightedNodeTerm, ...] = ()
