@@ -115,6 +115,7 @@ def test_without_table_no_vpc_resources(ec2: dict[str, InstanceTypeInfo]) -> Non
         pytest.param("m5.large", 9, id="m5.large"),
         pytest.param("c5.xlarge", 14, id="c5.xlarge"),
         pytest.param("t3.large", 11, id="t3.large-not-trunking"),
+        pytest.param("t2.medium", 5, id="t2.medium-i386-listed-first"),
         pytest.param("m6g.large", None, id="arm64-cannot-run-windows"),
     ],
 )
