@@ -3,8 +3,9 @@
 EC2's instance-type descriptions and per-zone offerings come from the data moto bundles
 (``moto/ec2/resources``: DescribeInstanceTypes and DescribeInstanceTypeOfferings captures), read
 at run time; the capacity, overhead, labels and offerings are the provider's own
-(``core/aws/catalog.py``). Prices: the scenario's ``priceFile``, else ``AWS_PRICE_FILE``, else
-the provider's labelled estimate (simulate never calls the Pricing API).
+(``core/aws/catalog.py``), with the package's static VPC limits table for ``pod-eni``. Prices:
+the scenario's ``priceFile``, else ``AWS_PRICE_FILE``, else the provider's labelled estimate
+(simulate never calls the Pricing API).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from karpenter.core.aws import catalog, ec2types, pricing
+from karpenter.core.aws import catalog, ec2types, pricing, vpclimits
 from karpenter.core.aws.capacity import CapacityOptions
 from karpenter.core.aws.ec2types import InstanceTypeInfo
 from karpenter.core.model.instancetype import InstanceType
@@ -74,6 +75,16 @@ def _locations(rows: object) -> dict[str, frozenset[str]]:
         if isinstance(row, Mapping):
             found.setdefault(str(row.get("Location")), set()).add(str(row.get("InstanceType")))
     return {k: frozenset(v) for k, v in found.items()}
+
+
+@lru_cache(maxsize=1)
+def vpc_limits() -> vpclimits.Table:
+    """The VPC limits table shipped with the package (``hack/gen-vpc-limits.py``)."""
+    try:
+        blob = resources.files(vpclimits.DATA_PACKAGE).joinpath(*vpclimits.DATA_PATH).read_bytes()
+        return vpclimits.decode(blob)
+    except (OSError, vpclimits.VpcLimitsError) as err:
+        raise PresetError(f"the packaged VPC limits table is unreadable: {err}") from None
 
 
 @lru_cache(maxsize=4)
@@ -154,6 +165,7 @@ def _types(
         capacity=CapacityOptions(
             vm_memory_overhead_percent=settings.VM_MEMORY_OVERHEAD_PERCENT,
             reserved_enis=settings.RESERVED_ENIS,
+            vpc_limits=vpc_limits().types,
         ),
     )
     return catalog.build(data.infos, inp)

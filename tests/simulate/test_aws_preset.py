@@ -11,6 +11,10 @@ from typing import Any
 
 import pytest
 
+from karpenter.core.model.quantity import MILLI
+from karpenter.settings import AWSSettings
+from karpenter.simulate import awspreset
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "aws-realistic.yaml"
 PRICES = Path("/work/shared/data/ec2-on-demand-prices.json")
@@ -119,3 +123,67 @@ spec:
         "capacityType": "on-demand",
         "price": 0.001,
     }
+
+
+def test_pod_eni_requests_land_on_trunking_types(tmp_path: Path) -> None:
+    """A pod asking for a pod-eni goes to m5.large (9 branch ENIs), never to the non-trunking t3
+    types; asking for more than any allowed type has is unschedulable with the largest count."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        """
+apiVersion: simulation.karpenter.sh/v1alpha1
+kind: InstanceTypeCatalog
+spec: {preset: aws, region: us-east-1}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      requirements:
+      - key: node.kubernetes.io/instance-type
+        operator: In
+        values: [m5.large, t3.medium, t3.large]
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: sg, namespace: default}
+spec:
+  containers:
+  - name: c
+    image: x
+    resources:
+      requests: {cpu: 100m, memory: 128Mi, vpc.amazonaws.com/pod-eni: "1"}
+      limits: {vpc.amazonaws.com/pod-eni: "1"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: greedy, namespace: default}
+spec:
+  containers:
+  - name: c
+    image: x
+    resources:
+      requests: {cpu: 100m, memory: 128Mi, vpc.amazonaws.com/pod-eni: "10"}
+      limits: {vpc.amazonaws.com/pod-eni: "10"}
+"""
+    )
+    out = simulate(str(scenario), env={"AWS_PRICE_FILE": ""})
+    assert [(c["instanceTypes"], c["pods"]) for c in out["nodeClaims"]] == [
+        (["m5.large"], ["default/sg"])
+    ]
+    assert out["unschedulable"] == [
+        {
+            "pod": "default/greedy",
+            "reason": "no instance type has 10 vpc.amazonaws.com/pod-eni; largest allocatable is 9",
+        }
+    ]
+
+
+def test_preset_capacity_has_pod_eni() -> None:
+    """The preset's m5.large offers 9 pod-eni (from the packaged table); t3.large offers none."""
+    types = {t.name: t for t in awspreset.instance_types("us-east-1", "", AWSSettings())}
+    assert types["m5.large"].capacity["vpc.amazonaws.com/pod-eni"] == 9 * MILLI
+    assert "vpc.amazonaws.com/pod-eni" not in types["t3.large"].capacity

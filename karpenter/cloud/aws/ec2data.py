@@ -1,16 +1,20 @@
 """Instance-type discovery: DescribeInstanceTypes, DescribeInstanceTypeOfferings, zone ids.
 
 Upstream's filters: HVM, x86_64 or arm64; offerings by availability zone. The results feed
-``core/aws/catalog.py``; upstream refreshes them every 12h.
+``core/aws/catalog.py``; upstream refreshes them every 12h. The VPC resource controller's static
+per-type limits (``pod-eni`` and Windows IPs, which EC2 does not describe) ride along, read from
+the package data ``core/aws/vpclimits.py`` decodes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 
 from karpenter.cloud.aws.clients import Client
-from karpenter.core.aws import ec2types
+from karpenter.core.aws import ec2types, vpclimits
 from karpenter.core.aws.ec2types import InstanceTypeInfo
 
 REFRESH_SECONDS = 12 * 3600.0
@@ -23,6 +27,14 @@ class RegionTypes:
     infos: tuple[InstanceTypeInfo, ...]
     zones: Mapping[str, tuple[str, ...]]
     zone_ids: Mapping[str, str]
+    vpc_limits: Mapping[str, vpclimits.VpcLimits] = field(default_factory=dict)
+
+
+@cache  # immutable package data: decoded once per process, shared by every refresh
+def static_vpc_limits() -> vpclimits.Table:
+    """The VPC limits table shipped with the package (``hack/gen-vpc-limits.py``)."""
+    blob = resources.files(vpclimits.DATA_PACKAGE).joinpath(*vpclimits.DATA_PATH).read_bytes()
+    return vpclimits.decode(blob)
 
 
 async def instance_types(ec2: Client) -> tuple[InstanceTypeInfo, ...]:
@@ -59,5 +71,10 @@ async def zone_ids(ec2: Client) -> dict[str, str]:
 
 
 async def discover(ec2: Client) -> RegionTypes:
-    """Types, their zones and the zone ids, in one value."""
-    return RegionTypes(await instance_types(ec2), await offerings(ec2), await zone_ids(ec2))
+    """Types, their zones and the zone ids (plus the static VPC limits), in one value."""
+    return RegionTypes(
+        await instance_types(ec2),
+        await offerings(ec2),
+        await zone_ids(ec2),
+        static_vpc_limits().types,
+    )

@@ -13,11 +13,17 @@ from karpenter.core.aws import amifamily, catalog
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.capacity import CapacityOptions
 from karpenter.core.aws.pricing import PriceTable
+from karpenter.core.aws.vpclimits import VpcLimits
 from karpenter.settings import AWSSettings
 
 
-def capacity_options(settings: AWSSettings, node_class: nc.EC2NodeClass) -> CapacityOptions:
-    """Capacity knobs from settings and the NodeClass (family, kubelet, volumes, NICs)."""
+def capacity_options(
+    settings: AWSSettings,
+    node_class: nc.EC2NodeClass,
+    vpc_limits: Mapping[str, VpcLimits] | None = None,
+) -> CapacityOptions:
+    """Capacity knobs from settings and the NodeClass (family, kubelet, volumes, NICs), plus the
+    static VPC limits table."""
     family = node_class.resolved_family()
     device = amifamily.features(family).ephemeral_device
     size = next(
@@ -39,6 +45,7 @@ def capacity_options(settings: AWSSettings, node_class: nc.EC2NodeClass) -> Capa
         efa_only=node_class.spec.efa_only_interfaces()
         if node_class.spec.network_interfaces
         else None,
+        vpc_limits=vpc_limits or {},
     )
 
 
@@ -58,7 +65,7 @@ def catalog_input(
         zones=region.zones,
         prices=prices,
         zone_ids=region.zone_ids,
-        capacity=capacity_options(settings, node_class),
+        capacity=capacity_options(settings, node_class, region.vpc_limits),
         allowed_zones=frozenset(s.zone for s in node_class.status.subnets),
         discovered_memory=discovered_memory,
         network_interfaces=tuple(

@@ -2,7 +2,8 @@
 
 Upstream's formulas: memory less ``VM_MEMORY_OVERHEAD_PERCENT`` (and 64 MiB on arm64),
 ENI-limited max pods, ``podsPerCore``, ephemeral storage from the block devices, extended
-resources for GPUs and accelerators; overhead is kube-reserved (CPU tiers, ``11×pods+255Mi``,
+resources for GPUs and accelerators, plus ``pod-eni`` and Windows' ``PrivateIPv4Address`` from the
+static VPC limits table (``vpclimits``); overhead is kube-reserved (CPU tiers, ``11×pods+255Mi``,
 1Gi storage) plus system-reserved plus the hard-eviction thresholds.
 """
 
@@ -12,7 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from karpenter.core.aws import amifamily
+from karpenter.core.aws import amifamily, ec2types, vpclimits
 from karpenter.core.aws.ec2types import InstanceTypeInfo
 from karpenter.core.model.quantity import MILLI, parse_quantity
 
@@ -25,7 +26,8 @@ GAUDI = "habana.ai/gaudi"
 NEURON = "aws.amazon.com/neuron"
 NEURON_CORE = "aws.amazon.com/neuroncore"
 EFA = "vpc.amazonaws.com/efa"
-PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"  # Windows: secondary IPs of the primary ENI
+POD_ENI = vpclimits.POD_ENI
+PRIVATE_IPV4 = vpclimits.PRIVATE_IPV4  # Windows: secondary IPs of the primary ENI
 _GPU_RESOURCES = {"NVIDIA": NVIDIA_GPU, "AMD": AMD_GPU, "Habana": GAUDI}
 
 
@@ -55,6 +57,8 @@ class CapacityOptions:
     # spec.networkInterfaces: efa-only interfaces on card 0 (they take ENIs from pods) and in all
     efa_only_card0: int = 0
     efa_only: int | None = None  # None: no networkInterfaces, EFA capacity = the type's maximum
+    # the VPC resource controller's static table by type (empty: no pod-eni/PrivateIPv4Address)
+    vpc_limits: Mapping[str, vpclimits.VpcLimits] = field(default_factory=dict)
 
 
 def memory_mib(info: InstanceTypeInfo, overhead_percent: float) -> int:
@@ -124,9 +128,26 @@ def capacity(info: InstanceTypeInfo, opts: CapacityOptions) -> dict[str, int]:
         "ephemeral-storage": ephemeral_storage_bytes(info, opts) * MILLI,
     }
     cap.update({k: v * MILLI for k, v in extended(info, opts.efa_only).items()})
-    if opts.ami_family in amifamily.WINDOWS and info.ipv4_per_eni > 1:
-        cap[PRIVATE_IPV4] = (info.ipv4_per_eni - 1) * MILLI
+    cap.update({k: v * MILLI for k, v in vpc_resources(info, opts).items()})
     return cap
+
+
+def vpc_resources(info: InstanceTypeInfo, opts: CapacityOptions) -> dict[str, int]:
+    """``pod-eni`` for trunking types; ``PrivateIPv4Address`` where the type can run Windows.
+
+    Like the other extended resources, zero counts are left out rather than listed as 0.
+    """
+    out: dict[str, int] = {}
+    branches = vpclimits.pod_enis(opts.vpc_limits, info.name)
+    if branches:
+        out[POD_ENI] = branches
+    # upstream adds the IP resource when the type's os requirement admits windows: a Windows
+    # family on amd64 (Windows families offer arm64 types with no os at all)
+    windows = opts.ami_family in amifamily.WINDOWS and ec2types.arch_label(info) == "amd64"
+    ips = vpclimits.private_ipv4(opts.vpc_limits, info.name) if windows else 0
+    if ips:
+        out[PRIVATE_IPV4] = ips
+    return out
 
 
 def kube_reserved_cpu_millis(vcpus: int) -> int:

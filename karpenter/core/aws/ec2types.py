@@ -162,7 +162,14 @@ def discoverable(info: InstanceTypeInfo) -> bool:
     )
 
 
+_KUBE_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
+
+
 def arch_label(info: InstanceTypeInfo) -> str:
-    """``kubernetes.io/arch`` of the type: the first supported architecture, in Go terms."""
-    first = info.architectures[0] if info.architectures else ""
-    return {"x86_64": "amd64", "arm64": "arm64"}.get(first, first)
+    """``kubernetes.io/arch`` of the type: the first supported architecture Kubernetes names.
+
+    Upstream skips the ones it cannot map, so ``t2.medium`` (``i386``, ``x86_64``) is amd64;
+    a type with none of them keeps its first one (such types are not discovered anyway).
+    """
+    known = next((_KUBE_ARCH[a] for a in info.architectures if a in _KUBE_ARCH), None)
+    return known or (info.architectures[0] if info.architectures else "")

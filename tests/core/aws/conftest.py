@@ -1,10 +1,14 @@
-"""Real EC2 descriptions for the pure tests: moto's bundled DescribeInstanceTypes capture."""
+"""Real EC2 descriptions for the pure tests: moto's bundled DescribeInstanceTypes capture, plus the
+packaged VPC limits table."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import pytest
 
 from karpenter.core.aws.ec2types import InstanceTypeInfo
+from karpenter.core.aws.vpclimits import VpcLimits
 from karpenter.simulate import awspreset
 
 
@@ -12,3 +16,9 @@ from karpenter.simulate import awspreset
 def ec2() -> dict[str, InstanceTypeInfo]:
     """us-east-1's instance types by name."""
     return {i.name: i for i in awspreset.region_data("us-east-1").infos}
+
+
+@pytest.fixture(scope="session")
+def vpc() -> Mapping[str, VpcLimits]:
+    """The packaged VPC resource controller limits table, by type."""
+    return awspreset.vpc_limits().types

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
 import pytest
 
 from karpenter.core.aws import amifamily, capacity
 from karpenter.core.aws.capacity import CapacityOptions, Kubelet
 from karpenter.core.aws.ec2types import InstanceTypeInfo
+from karpenter.core.aws.vpclimits import VpcLimits
 from karpenter.core.model.quantity import MILLI
 
 MIB = 2**20 * MILLI
@@ -125,9 +129,13 @@ def test_efa_only_interfaces(ec2: dict[str, InstanceTypeInfo]) -> None:
     assert capacity.capacity(info, opts)["vpc.amazonaws.com/efa"] == 2 * MILLI
 
 
-def test_windows_private_ipv4_resource(ec2: dict[str, InstanceTypeInfo]) -> None:
+def test_windows_private_ipv4_resource(
+    ec2: dict[str, InstanceTypeInfo], vpc: Mapping[str, VpcLimits]
+) -> None:
     """Windows nodes advertise the primary ENI's secondary IPs (IPv4 per ENI − 1)."""
-    win = capacity.capacity(ec2["m5.large"], CapacityOptions(ami_family=amifamily.WINDOWS2022))
+    opts = CapacityOptions(ami_family=amifamily.WINDOWS2022, vpc_limits=vpc)
+    win = capacity.capacity(ec2["m5.large"], opts)
     assert win["vpc.amazonaws.com/PrivateIPv4Address"] == 9 * MILLI
     assert win["pods"] == 110 * MILLI
-    assert "vpc.amazonaws.com/PrivateIPv4Address" not in capacity.capacity(ec2["m5.large"], AL2)
+    linux = capacity.capacity(ec2["m5.large"], replace(AL2, vpc_limits=vpc))
+    assert "vpc.amazonaws.com/PrivateIPv4Address" not in linux

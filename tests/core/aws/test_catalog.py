@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from karpenter.core.aws import amifamily, catalog, pricing
+from karpenter.core.aws import amifamily, catalog, ec2types, pricing
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws.discovered import DiscoveredCapacity, amis_key
 from karpenter.core.aws.ec2types import InstanceTypeInfo
@@ -196,3 +196,18 @@ def test_nested_virtualization_needs_the_processor_feature(
     assert c8i is not None and any(o.available for o in c8i.offerings)
     plain = catalog.instance_type(ec2["m5.large"], replace(inp, nested_virtualization=False))
     assert plain is not None and any(o.available for o in plain.offerings)
+
+
+def test_arch_skips_architectures_kubernetes_does_not_name(
+    ec2: dict[str, InstanceTypeInfo],
+) -> None:
+    """t2.medium lists i386 first; like upstream its arch is amd64 (and it can run Windows)."""
+    info = ec2["t2.medium"]
+    assert info.architectures[0] == "i386"
+    assert ec2types.arch_label(info) == "amd64"
+    inp = replace(_input(**{"t2.medium": 0.05}), zones={"t2.medium": ("us-east-1a",)})
+    win = replace(inp, capacity=replace(inp.capacity, ami_family=amifamily.WINDOWS2022))
+    (linux,) = catalog.build([info], inp)
+    (windows,) = catalog.build([info], win)
+    assert linux.requirements["kubernetes.io/arch"].values == {"amd64"}
+    assert windows.requirements["kubernetes.io/os"].values == {"windows"}
