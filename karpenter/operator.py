@@ -29,6 +29,7 @@ from karpenter.controllers.disruption import VALIDATION_S as DISRUPTION_VALIDATI
 from karpenter.controllers.disruption import Disruption
 from karpenter.controllers.drift import DriftWatch
 from karpenter.controllers.lifecycle import Lifecycle
+from karpenter.controllers.node_health import NodeHealth
 from karpenter.controllers.node_termination import NodeTermination
 from karpenter.controllers.nodeclaim_gc import NodeClaimGC
 from karpenter.controllers.nodepool import NodePoolStatus
@@ -154,6 +155,12 @@ class Operator:
             if settings.DISABLE_CLUSTER_STATE_OBSERVABILITY
             else StateMetrics(self.state, metrics)
         )
+        # NodeRepair (feature gate, off by default as upstream): replace unhealthy nodes
+        self.node_health = (
+            NodeHealth(kube, self.state, metered("node.health"), self.recorder, clock, metrics)
+            if settings.feature_gates["NodeRepair"]
+            else None
+        )
         self.nodeclaim_gc = NodeClaimGC(
             kube, self.state, metered("nodeclaim.garbagecollection"), clock, metrics
         )
@@ -232,6 +239,8 @@ class Operator:
                 tg.start_soon(self.nodeclaim_gc.run)
                 tg.start_soon(self.disruption.run)
                 tg.start_soon(self.drift.run)
+                if self.node_health is not None:
+                    tg.start_soon(self.node_health.run)
                 for service in self.leader_services:
                     await tg.start(service)
         finally:

@@ -17,6 +17,7 @@ from karpenter.cloud.provider import CloudProvider
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.model.nodepool import NodePool
+from karpenter.core.repair import RepairPolicy
 from karpenter.observability.metrics import Metrics
 
 T = TypeVar("T")
@@ -69,6 +70,10 @@ class MeteredCloud:
     async def instance_types(self, nodepool: NodePool) -> tuple[InstanceType, ...]:
         """Instance types of a NodePool."""
         return await self._call("GetInstanceTypes", lambda: self.inner.instance_types(nodepool))
+
+    def repair_policies(self) -> tuple[RepairPolicy, ...]:
+        """The provider's repair policies (no API call: not metered)."""
+        return self.inner.repair_policies()
 
     async def is_drifted(self, claim: NodeClaim) -> str:
         """Cloud-side drift."""

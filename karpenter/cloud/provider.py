@@ -14,6 +14,7 @@ from typing import Protocol
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.model.nodepool import NodePool
+from karpenter.core.repair import RepairPolicy
 
 
 class CloudProviderError(Exception):
@@ -87,4 +88,8 @@ class CloudProvider(Protocol):
 
     async def is_drifted(self, claim: NodeClaim) -> str:
         """A machine-readable drift reason for cloud-side drift, or ``""`` when none."""
+        ...
+
+    def repair_policies(self) -> tuple[RepairPolicy, ...]:
+        """Node conditions that justify replacing a node, and for how long (NodeRepair)."""
         ...

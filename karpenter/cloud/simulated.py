@@ -33,6 +33,7 @@ from karpenter.core.model import labels as lbl
 from karpenter.core.model.instancetype import InstanceType, Offering
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.model.nodepool import NodePool
+from karpenter.core.repair import RepairPolicy
 from karpenter.core.scheduling.requirements import (
     Requirement,
     RequirementError,
@@ -96,6 +97,11 @@ class SimulatedCloud:
         self.instances: dict[str, Instance] = {}
         # NodeClaim name → drift reason the provider reports (tests, chaos experiments)
         self.drifted: dict[str, str] = {}
+        # as upstream's kwok provider: a node NotReady (or unknown) for 10 minutes is replaced
+        self.repair: tuple[RepairPolicy, ...] = (
+            RepairPolicy("Ready", "False", 600.0),
+            RepairPolicy("Ready", "Unknown", 600.0),
+        )
         self.unavailable: set[OfferingRef] = set()
         self.create_calls = 0
         self._create_errors: dict[str, list[Exception]] = {}
@@ -341,6 +347,10 @@ class SimulatedCloud:
     async def list(self) -> list[NodeClaim]:
         """Every running instance."""
         return [i.claim for _, i in sorted(self.instances.items())]
+
+    def repair_policies(self) -> tuple[RepairPolicy, ...]:
+        """``repair`` (tests shorten the tolerations)."""
+        return self.repair
 
     async def is_drifted(self, claim: NodeClaim) -> str:
         """What ``drifted`` says for the claim ("" unless a test marked it)."""

@@ -98,6 +98,12 @@ class Metrics:
             ("nodepool", "capacity_type", "zone"),
             registry=r,
         )
+        self.nodeclaims_unhealthy_disrupted = Counter(
+            "karpenter_nodeclaims_unhealthy_disrupted_total",
+            "NodeClaims deleted by node repair, by the unhealthy condition.",
+            ("condition", "nodepool", "capacity_type", "image_id"),
+            registry=r,
+        )
         self.nodeclaims_disrupted = Counter(
             "karpenter_nodeclaims_disrupted_total",
             "NodeClaims deleted by a disruption (voluntary, liveness, interruption, GC).",

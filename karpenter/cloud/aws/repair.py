@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from karpenter.core.repair import RepairPolicy
 
-
-@dataclass(frozen=True, slots=True)
-class RepairPolicy:
-    """A Node condition that, held this long, makes the node worth replacing."""
-
-    condition_type: str
-    condition_status: str
-    toleration_seconds: float
+__all__ = ["REPAIR_POLICIES", "RepairPolicy"]
 
 
 # Upstream's policies: kubelet readiness, and the EKS node-monitoring agent's conditions.
