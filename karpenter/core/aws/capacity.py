@@ -31,7 +31,11 @@ _GPU_RESOURCES = {"NVIDIA": NVIDIA_GPU, "AMD": AMD_GPU, "Habana": GAUDI}
 
 @dataclass(frozen=True, slots=True)
 class Kubelet:
-    """The Karpenter-managed subset of ``spec.kubelet`` (quantities as strings)."""
+    """The Karpenter-managed subset of ``spec.kubelet`` (quantities as strings).
+
+    With the NodeClassCEL gate, ``max_pods_expression`` and reserved values that are not
+    quantities are CEL expressions; ``kubeletexpr`` resolves them per instance type first.
+    """
 
     max_pods: int | None = None
     pods_per_core: int | None = None
@@ -39,6 +43,7 @@ class Kubelet:
     system_reserved: Mapping[str, str] = field(default_factory=dict)
     eviction_hard: Mapping[str, str] = field(default_factory=dict)
     cluster_dns: tuple[str, ...] = ()
+    max_pods_expression: str = ""
 
 
 @dataclass(frozen=True, slots=True)
