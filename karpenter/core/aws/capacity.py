@@ -9,7 +9,7 @@ resources for GPUs and accelerators; overhead is kube-reserved (CPU tiers, ``11Ã
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from karpenter.core.aws import amifamily
@@ -60,6 +60,8 @@ class CapacityOptions:
     # spec.networkInterfaces: efa-only interfaces on card 0 (they take ENIs from pods) and in all
     efa_only_card0: int = 0
     efa_only: int | None = None  # None: no networkInterfaces, EFA capacity = the type's maximum
+    # NodeClassCEL on: evaluates kubelet expressions (``kubeletexpr`` resolves them per type)
+    evaluate: Callable[[str, Mapping[str, int | str]], float] | None = None
 
 
 def memory_mib(info: InstanceTypeInfo, overhead_percent: float) -> int:
