@@ -12,12 +12,16 @@ from karpenter.cloud.aws.ec2data import RegionTypes
 from karpenter.core.aws import amifamily, catalog
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.capacity import CapacityOptions
+from karpenter.core.aws.kubeletexpr import Evaluator
 from karpenter.core.aws.pricing import PriceTable
 from karpenter.settings import AWSSettings
 
 
-def capacity_options(settings: AWSSettings, node_class: nc.EC2NodeClass) -> CapacityOptions:
-    """Capacity knobs from settings and the NodeClass (family, kubelet, volumes, NICs)."""
+def capacity_options(
+    settings: AWSSettings, node_class: nc.EC2NodeClass, evaluate: Evaluator | None = None
+) -> CapacityOptions:
+    """Capacity knobs from settings and the NodeClass (family, kubelet, volumes, NICs);
+    ``evaluate`` resolves kubelet expressions (NodeClassCEL on)."""
     family = node_class.resolved_family()
     device = amifamily.features(family).ephemeral_device
     size = next(
@@ -39,6 +43,7 @@ def capacity_options(settings: AWSSettings, node_class: nc.EC2NodeClass) -> Capa
         efa_only=node_class.spec.efa_only_interfaces()
         if node_class.spec.network_interfaces
         else None,
+        evaluate=evaluate,
     )
 
 
@@ -50,6 +55,7 @@ def catalog_input(
     discovered_memory: Mapping[str, int],
     shifted_zone_ids: frozenset[str] = frozenset(),
     reservation_available: Mapping[str, int] | None = None,
+    evaluate: Evaluator | None = None,
 ) -> catalog.CatalogInput:
     """``catalog.build``'s input for the class (zones limited to its subnets'; reserved
     offerings from its ``status.capacityReservations`` with the counts Karpenter knows)."""
@@ -58,7 +64,7 @@ def catalog_input(
         zones=region.zones,
         prices=prices,
         zone_ids=region.zone_ids,
-        capacity=capacity_options(settings, node_class),
+        capacity=capacity_options(settings, node_class, evaluate),
         allowed_zones=frozenset(s.zone for s in node_class.status.subnets),
         discovered_memory=discovered_memory,
         network_interfaces=tuple(

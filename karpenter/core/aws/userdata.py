@@ -33,9 +33,11 @@ class Options:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[Taint] = ()
     max_pods: int | None = None
-    kubelet: Kubelet = field(default_factory=Kubelet)
+    kubelet: Kubelet = field(default_factory=Kubelet)  # expressions already resolved
     custom: str = ""
     raid0: bool = False
+    # spec.kubelet as written: AL2023 hands every field to nodeadm's kubelet.config
+    kubelet_config: Mapping[str, object] = field(default_factory=dict)
 
 
 def _kv(values: Mapping[str, str], sep: str = "=") -> str:
@@ -121,9 +123,13 @@ def al2(opts: Options) -> str:
 def al2023(opts: Options) -> str:
     """AL2023: the user's parts, then a nodeadm NodeConfig (JSON is valid YAML)."""
     k = opts.kubelet
-    config: dict[str, object] = {}
-    if opts.cluster_dns:
+    # the user's fields first; what Karpenter resolves (DNS, max pods, reserved, taints) wins
+    config: dict[str, object] = dict(sorted(opts.kubelet_config.items()))
+    if k.cluster_dns:
+        config["clusterDNS"] = list(k.cluster_dns)  # nodeadm takes them all
+    elif opts.cluster_dns:
         config["clusterDNS"] = [opts.cluster_dns]
+    config.pop("maxPods", None)  # it may be an expression: only the resolved count is sent
     if opts.max_pods is not None:
         config["maxPods"] = opts.max_pods
     for key, value in (
