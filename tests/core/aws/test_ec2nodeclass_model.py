@@ -131,3 +131,12 @@ def test_status_round_trip_and_from_manifest() -> None:
     assert status_from_doc(raw) == status
     got = from_manifest({**doc(), "status": raw})
     assert got.status == status and got.status.ready() == "True"
+
+
+def test_kubelet_hash_is_the_sorted_map() -> None:
+    """Any kubelet field, known to Karpenter or not, drifts the class; key order does not."""
+    a = EC2NodeClassDoc.model_validate(doc(kubelet={"maxPods": 110, "registryBurst": 20}))
+    b = EC2NodeClassDoc.model_validate(doc(kubelet={"registryBurst": 20, "maxPods": 110}))
+    c = EC2NodeClassDoc.model_validate(doc(kubelet={"maxPods": 110, "registryBurst": 21}))
+    assert nc.static_hash(a.to_core()) == nc.static_hash(b.to_core())
+    assert nc.static_hash(a.to_core()) != nc.static_hash(c.to_core())

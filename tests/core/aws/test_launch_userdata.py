@@ -128,6 +128,34 @@ def test_al2023_nodeadm_user_data() -> None:
     assert doc["spec"]["kubelet"]["flags"] == ['--node-labels="team=a"']
 
 
+def test_al2023_node_config_carries_the_whole_kubelet_map() -> None:
+    """AL2023: every spec.kubelet field reaches nodeadm; Karpenter's resolved values win."""
+    raw: dict[str, object] = {
+        "registryBurst": 20,
+        "featureGates": {"InPlacePodVerticalScaling": True},
+        "maxPods": "min(110, vcpus * 20)",
+        "kubeReserved": {"cpu": "max(60, vcpus * 30)"},
+        "clusterDNS": ["10.100.0.10", "10.100.0.11"],
+    }
+    opts = userdata.Options(
+        "demo",
+        "https://k8s.example",
+        cluster_dns="10.100.0.10",
+        max_pods=40,
+        kubelet=Kubelet(kube_reserved={"cpu": "60m"}, cluster_dns=("10.100.0.10", "10.100.0.11")),
+        kubelet_config=raw,
+    )
+    body = userdata.render("AL2023", opts).split(userdata.NODEADM_MARKER, 1)[1]
+    config = json.loads(body.split("\n--//", 1)[0])["spec"]["kubelet"]["config"]
+    assert config == {
+        "clusterDNS": ["10.100.0.10", "10.100.0.11"],
+        "featureGates": {"InPlacePodVerticalScaling": True},
+        "kubeReserved": {"cpu": "60m"},
+        "maxPods": 40,
+        "registryBurst": 20,
+    }
+
+
 def test_bottlerocket_toml_merges_user_settings() -> None:
     """Bottlerocket keeps the user's settings and overwrites the cluster ones."""
     custom = (
