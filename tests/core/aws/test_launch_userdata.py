@@ -192,6 +192,45 @@ def test_al2_bootstrap_and_custom_passthrough() -> None:
     assert userdata.render("Custom", opts) == "echo x"
 
 
+STATIC_KUBELET: dict[str, object] = {
+    "evictionSoft": {"memory.available": "5%"},
+    "evictionSoftGracePeriod": {"memory.available": "1m"},
+    "evictionMaxPodGracePeriod": 30,
+    "imageGCHighThresholdPercent": 85,
+    "imageGCLowThresholdPercent": 80,
+    "cpuCFSQuota": False,
+}
+
+
+def test_al2_renders_every_managed_field() -> None:
+    """AL2 flags carry the managed fields that have no capacity effect too."""
+    opts = userdata.Options("demo", "https://k8s", max_pods=29, kubelet_config=STATIC_KUBELET)
+    flags = userdata.kubelet_flags(opts)
+    assert flags == [
+        "--max-pods=29",
+        '--eviction-soft="memory.available<5%"',
+        '--eviction-soft-grace-period="memory.available=1m"',
+        "--eviction-max-pod-grace-period=30",
+        "--image-gc-high-threshold=85",
+        "--image-gc-low-threshold=80",
+        "--cpu-cfs-quota=false",
+    ]
+
+
+def test_bottlerocket_renders_every_managed_field() -> None:
+    """Bottlerocket settings carry them too (GC thresholds as strings, as upstream)."""
+    opts = userdata.Options("demo", "https://k8s", max_pods=29, kubelet_config=STATIC_KUBELET)
+    kube = tomllib.loads(userdata.render("Bottlerocket", opts))["settings"]["kubernetes"]
+    assert kube["eviction-soft"] == {"memory.available": "5%"}
+    assert kube["eviction-soft-grace-period"] == {"memory.available": "1m"}
+    assert kube["eviction-max-pod-grace-period"] == 30
+    assert (kube["image-gc-high-threshold-percent"], kube["image-gc-low-threshold-percent"]) == (
+        "85",
+        "80",
+    )
+    assert kube["cpu-cfs-quota-enforced"] is False
+
+
 def test_tags_and_names() -> None:
     """Ownership tags override spec.tags; restricted keys are refused; names are stable."""
     got = tags.instance_tags({"team": "a", "karpenter.sh/nodepool": "x"}, "demo", "default", "nc")
