@@ -64,3 +64,16 @@ def test_runtime_failures_are_evaluation_failures() -> None:
         "KubeletExpressionEvaluationFailed",
         "spec.kubelet: maxPods gave 16000000000 for m5.4xlarge, beyond int32",
     )
+
+
+def test_results_and_failures_are_remembered() -> None:
+    """A second evaluation with the same variables answers from the memo, failures included."""
+    engine = Engine()
+    assert engine.evaluate("vcpus * 2", ENV) == 32
+    with pytest.raises(kubeletexpr.ExpressionError, match="divide by zero"):
+        engine.evaluate("1 / (vcpus - vcpus)", ENV)
+    engine._programs.clear()  # a memo hit never needs the program again
+    assert engine.evaluate("vcpus * 2", ENV) == 32
+    with pytest.raises(kubeletexpr.ExpressionError, match="divide by zero"):
+        engine.evaluate("1 / (vcpus - vcpus)", ENV)
+    assert len(engine._programs) == 0
