@@ -33,13 +33,29 @@ def parse_duration(text: str) -> float:
 
 def parse_feature_gates(text: str) -> dict[str, bool]:
     """``A=true,B=false`` merged over the defaults."""
-    gates = dict(DEFAULT_FEATURE_GATES)
+    return {**DEFAULT_FEATURE_GATES, **_gates(text)}
+
+
+def _gates(text: str) -> dict[str, bool]:
+    gates = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         name, sep, value = item.partition("=")
         if not sep or value.lower() not in ("true", "false"):
             raise ValueError(f"invalid feature gate {item!r} (expected Name=true|false)")
         gates[name.strip()] = value.lower() == "true"
     return gates
+
+
+DEFAULT_AWS_FEATURE_GATES = {"NodeClassCEL": False}
+
+
+def parse_aws_feature_gates(text: str) -> dict[str, bool]:
+    """``AWS_FEATURE_GATES`` (``NodeClassCEL=true``) over its defaults; unknown gates refused."""
+    gates = _gates(text)
+    unknown = sorted(set(gates) - set(DEFAULT_AWS_FEATURE_GATES))
+    if unknown:
+        raise ValueError(f"unrecognized AWS feature gate {unknown[0]!r} (known: NodeClassCEL)")
+    return {**DEFAULT_AWS_FEATURE_GATES, **gates}
 
 
 def split_paths(text: str) -> list[str]:
@@ -235,6 +251,17 @@ class AWSSettings(BaseSettings):
         if value and not re.match(r"^[a-z][a-z0-9+.-]*://[^/]+", value):
             raise ValueError(f"{value!r} is not an absolute URL with a host")
         return value
+
+    @field_validator("AWS_FEATURE_GATES")
+    @classmethod
+    def _aws_gates(cls, value: str) -> str:
+        parse_aws_feature_gates(value)
+        return value
+
+    @property
+    def aws_feature_gates(self) -> dict[str, bool]:
+        """The parsed ``AWS_FEATURE_GATES``."""
+        return parse_aws_feature_gates(self.AWS_FEATURE_GATES)
 
     @field_validator("AMI_REFRESH_INTERVAL", "SUBNET_REFRESH_INTERVAL")
     @classmethod

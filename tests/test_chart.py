@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from karpenter.api import schedulerconfig
-from karpenter.settings import Settings
+from karpenter.settings import AWSSettings, Settings
 from tests.support.helm import CHART, ROOT, helm_binary, render
 
 
@@ -77,6 +77,8 @@ def test_deployment_env_uses_upstream_names_and_parses(
     assert settings.feature_gates["ReservedCapacity"] and not settings.feature_gates["NodeRepair"]
     assert (settings.METRICS_PORT, settings.HEALTH_PROBE_PORT) == (8080, 8081)
     assert settings.log_json
+    assert env["AWS_FEATURE_GATES"]["value"] == "NodeClassCEL=false"
+    assert AWSSettings().aws_feature_gates == {"NodeClassCEL": False}
     # `karpenter run` picks the cloud from this variable (see cli.py).
     assert env["KARPENTER_CLOUD_PROVIDER"]["value"] == "aws"
     simulated = container_env(render(helm, "cloudProvider=simulated"))
@@ -90,6 +92,7 @@ def test_values_reach_the_env(helm: str) -> None:
         "settings.clusterName=prod",
         "logLevel=debug",
         "settings.featureGates.nodeOverlay=true",
+        "settings.awsFeatureGates.nodeClassCEL=true",
         "settings.interruptionQueue=prod-q",
         "controller.image.digest=sha256:abc",
     )
@@ -98,6 +101,7 @@ def test_values_reach_the_env(helm: str) -> None:
     assert env["INTERRUPTION_QUEUE"]["value"] == "prod-q"
     assert env["LOG_LEVEL"]["value"] == "debug"
     assert "NodeOverlay=true" in env["FEATURE_GATES"]["value"].split(",")
+    assert env["AWS_FEATURE_GATES"]["value"] == "NodeClassCEL=true"
     [container] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "karpenter-py@sha256:abc"
 

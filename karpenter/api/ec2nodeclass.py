@@ -2,9 +2,10 @@
 
 Validation mirrors ``config/crd/karpenter.k8s.aws_ec2nodeclasses.yaml`` (selector-term
 exclusivity, alias format and family, amiFamily/alias agreement, role xor instanceProfile,
-restricted tags, block devices, kubelet keys) with the same messages, so a manifest the
+restricted tags, block devices) with the same messages, so a manifest the
 apiserver would refuse is refused here too. ``from_manifest`` reads an object with its status
-(``ec2nodeclass_status`` renders and reads the status block).
+(``ec2nodeclass_status`` renders and reads the status block). ``spec.kubelet`` is an open
+map, as upstream's CRD has it: ``core/aws/kubeletconfig.py`` checks it for the controller.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from pydantic import Field, field_validator, model_validator
 from karpenter.api import crdfields as f
 from karpenter.api import ec2nodeclass_reservations as reservations
 from karpenter.api import ec2nodeclass_status
-from karpenter.core.aws import amifamily, tags
+from karpenter.core.aws import amifamily, kubeletconfig, tags
 from karpenter.core.aws import nodeclass as nc
-from karpenter.core.aws.capacity import Kubelet
 from karpenter.core.model.quantity import parse_quantity
 
 _ALIAS = re.compile(r"^[a-zA-Z0-9]+@.+$")
@@ -28,17 +28,6 @@ _VOLUME = re.compile(
     r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|[6][0-3][0-9]{3}|64000)G|"
     r"([1-9]||[1-5][0-7]|58)Ti|([1-9]||[1-5][0-9]|6[0-3]|64)T)$"
 )
-_SIGNALS = frozenset(
-    {
-        "memory.available",
-        "nodefs.available",
-        "nodefs.inodesFree",
-        "imagefs.available",
-        "imagefs.inodesFree",
-        "pid.available",
-    }
-)
-_RESERVED = frozenset({"cpu", "memory", "ephemeral-storage", "pid"})
 
 
 def _tags(value: dict[str, str], limit: int) -> dict[str, str]:
@@ -184,61 +173,6 @@ class _BDM(f.Model):
         )
 
 
-class _Kubelet(f.Model):
-    cluster_dns: list[str] = Field(default_factory=list, alias="clusterDNS")
-    max_pods: int | None = Field(default=None, alias="maxPods", ge=0)
-    pods_per_core: int | None = Field(default=None, alias="podsPerCore", ge=0)
-    system_reserved: dict[str, str] = Field(default_factory=dict, alias="systemReserved")
-    kube_reserved: dict[str, str] = Field(default_factory=dict, alias="kubeReserved")
-    eviction_hard: dict[str, str] = Field(default_factory=dict, alias="evictionHard")
-    eviction_soft: dict[str, str] = Field(default_factory=dict, alias="evictionSoft")
-    eviction_soft_grace: dict[str, str] = Field(
-        default_factory=dict, alias="evictionSoftGracePeriod"
-    )
-    image_gc_high: int | None = Field(
-        default=None, alias="imageGCHighThresholdPercent", ge=0, le=100
-    )
-    image_gc_low: int | None = Field(default=None, alias="imageGCLowThresholdPercent", ge=0, le=100)
-
-    @model_validator(mode="after")
-    def _rules(self) -> _Kubelet:
-        for name, value in (
-            ("kubeReserved", self.kube_reserved),
-            ("systemReserved", self.system_reserved),
-        ):
-            if set(value) - _RESERVED:
-                raise ValueError(
-                    f"valid keys for {name} are ['cpu','memory','ephemeral-storage','pid']"
-                )
-            if any(v.startswith("-") for v in value.values()):
-                raise ValueError(f"{name} value cannot be a negative resource quantity")
-        for name, value in (
-            ("evictionHard", self.eviction_hard),
-            ("evictionSoft", self.eviction_soft),
-            ("evictionSoftGracePeriod", self.eviction_soft_grace),
-        ):
-            if set(value) - _SIGNALS:
-                raise ValueError(f"valid keys for {name} are {sorted(_SIGNALS)}")
-        if set(self.eviction_soft) != set(self.eviction_soft_grace):
-            raise ValueError("evictionSoft and evictionSoftGracePeriod must name the same signals")
-        high, low = self.image_gc_high, self.image_gc_low
-        if high is not None and low is not None and high <= low:
-            raise ValueError(
-                "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent"
-            )
-        return self
-
-    def to_core(self) -> Kubelet:
-        return Kubelet(
-            self.max_pods,
-            self.pods_per_core,
-            dict(self.kube_reserved),
-            dict(self.system_reserved),
-            dict(self.eviction_hard),
-            tuple(self.cluster_dns),
-        )
-
-
 class _Metadata(f.Model):
     http_endpoint: Literal["enabled", "disabled"] = Field(default="enabled", alias="httpEndpoint")
     http_protocol_ipv6: Literal["enabled", "disabled"] = Field(
@@ -316,8 +250,8 @@ class _Spec(f.Model):
     instance_profile: str | None = Field(default=None, alias="instanceProfile")
     user_data: str | None = Field(default=None, alias="userData")
     tags: dict[str, str] = Field(default_factory=dict, max_length=50)
-    kubelet: _Kubelet | None = None
-    kubelet_raw: dict[str, Any] = Field(default_factory=dict, exclude=True)
+    # an open map (the CRD preserves it): checked by the NodeClass controller, not here
+    kubelet: dict[str, Any] = Field(default_factory=dict)
     block_device_mappings: list[_BDM] = Field(
         default_factory=list, alias="blockDeviceMappings", max_length=50
     )
@@ -392,17 +326,13 @@ class EC2NodeClassDoc(f.Model):
     @model_validator(mode="before")
     @classmethod
     def _meta(cls, data: Any) -> Any:
-        # uid/generation live in metadata; kubelet is also kept raw for the drift hash
+        # uid/generation live in metadata
         if isinstance(data, dict):
             meta = data.get("metadata") or {}
-            spec = data.get("spec")
             extra: dict[str, Any] = {
                 "uid": meta.get("uid", ""),
                 "generation": meta.get("generation", 1),
             }
-            if isinstance(spec, dict) and isinstance(spec.get("kubelet"), dict):
-                spec = {**spec, "kubelet_raw": spec["kubelet"]}
-                extra["spec"] = spec
             return {**data, **extra}
         return data
 
@@ -422,8 +352,8 @@ class EC2NodeClassDoc(f.Model):
             s.instance_profile or "",
             s.user_data or "",
             dict(s.tags),
-            s.kubelet.to_core() if s.kubelet else Kubelet(),
-            dict(s.kubelet_raw),
+            kubeletconfig.managed(s.kubelet),
+            dict(s.kubelet),
             tuple(b.to_core() for b in s.block_device_mappings),
             s.instance_store_policy or "",
             nc.MetadataOptions(m.http_endpoint, m.http_protocol_ipv6, m.hop_limit, m.http_tokens),

@@ -65,6 +65,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- join "," $gates }}
 {{- end }}
 
+{{/* AWS_FEATURE_GATES: the same format; nodeClassCEL → NodeClassCEL. */}}
+{{- define "karpenter.awsFeatureGates" -}}
+{{- $gates := list }}
+{{- range $name, $on := .Values.settings.awsFeatureGates }}
+{{- $gates = append $gates (printf "%s%s=%t" (upper (substr 0 1 $name)) (substr 1 -1 $name) $on) }}
+{{- end }}
+{{- join "," $gates }}
+{{- end }}
+
 {{/* The lease the replicas campaign for (upstream's name). */}}
 {{- define "karpenter.leaderElectionName" -}}
 karpenter-leader-election

@@ -75,7 +75,7 @@ def resolver(
     provider: AWSCloudProvider, k8s_version: str, reserved_capacity: bool = True
 ) -> resolve.Resolver:
     """The NodeClass resolver for the provider's account, honouring ``DISABLE_DRY_RUN`` and the
-    ReservedCapacity feature gate."""
+    ReservedCapacity feature gate; the provider judges ``spec.kubelet`` (NodeClassCEL)."""
     s = provider.settings
     return resolve.Resolver(
         provider.clients,
@@ -84,4 +84,5 @@ def resolver(
         not s.DISABLE_DRY_RUN,
         availability=provider.reservation_availability,
         reserved_capacity=reserved_capacity,
+        kubelet_check=provider.kubelet_verdict,
     )

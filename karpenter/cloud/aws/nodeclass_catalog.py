@@ -12,6 +12,7 @@ from karpenter.cloud.aws.ec2data import RegionTypes
 from karpenter.core.aws import amifamily, catalog
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.capacity import CapacityOptions
+from karpenter.core.aws.kubeletexpr import Evaluator
 from karpenter.core.aws.pricing import PriceTable
 from karpenter.core.aws.vpclimits import VpcLimits
 from karpenter.settings import AWSSettings
@@ -21,9 +22,10 @@ def capacity_options(
     settings: AWSSettings,
     node_class: nc.EC2NodeClass,
     vpc_limits: Mapping[str, VpcLimits] | None = None,
+    evaluate: Evaluator | None = None,
 ) -> CapacityOptions:
     """Capacity knobs from settings and the NodeClass (family, kubelet, volumes, NICs), plus the
-    static VPC limits table."""
+    static VPC limits table; ``evaluate`` resolves kubelet expressions (NodeClassCEL on)."""
     family = node_class.resolved_family()
     device = amifamily.features(family).ephemeral_device
     size = next(
@@ -46,6 +48,7 @@ def capacity_options(
         if node_class.spec.network_interfaces
         else None,
         vpc_limits=vpc_limits or {},
+        evaluate=evaluate,
     )
 
 
@@ -57,6 +60,7 @@ def catalog_input(
     discovered_memory: Mapping[str, int],
     shifted_zone_ids: frozenset[str] = frozenset(),
     reservation_available: Mapping[str, int] | None = None,
+    evaluate: Evaluator | None = None,
 ) -> catalog.CatalogInput:
     """``catalog.build``'s input for the class (zones limited to its subnets'; reserved
     offerings from its ``status.capacityReservations`` with the counts Karpenter knows)."""
@@ -65,7 +69,7 @@ def catalog_input(
         zones=region.zones,
         prices=prices,
         zone_ids=region.zone_ids,
-        capacity=capacity_options(settings, node_class, region.vpc_limits),
+        capacity=capacity_options(settings, node_class, region.vpc_limits, evaluate),
         allowed_zones=frozenset(s.zone for s in node_class.status.subnets),
         discovered_memory=discovered_memory,
         network_interfaces=tuple(

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
+from karpenter.api import kubeletcel
 from karpenter.cloud.aws import (
     errors,
     fleet,
@@ -38,10 +39,21 @@ from karpenter.cloud.provider import (
     NodeClassNotReadyError,
     OfferingRef,
 )
-from karpenter.core.aws import amis, catalog, discovered, drift, launch, placement, tags
+from karpenter.core.aws import (
+    amis,
+    catalog,
+    discovered,
+    drift,
+    kubeletexpr,
+    kubeletvalidation,
+    launch,
+    placement,
+    tags,
+)
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws import reservations as rsv
+from karpenter.core.aws.capacity import Kubelet
 from karpenter.core.aws.discovered import DiscoveredCapacity
 from karpenter.core.aws.pricing import PriceTable
 from karpenter.core.aws.subnets import InflightIPs
@@ -101,6 +113,10 @@ class AWSCloudProvider:
         self._catalogs: dict[tuple[object, ...], tuple[InstanceType, ...]] = {}
         self.zonal_shifts = ZonalShifts()  # polled by controllers/aws_zonalshift.py
         self.cluster_arn = ""  # from EKS DescribeCluster (ARC knows the cluster by it)
+        # NodeClassCEL: kubelet expressions are evaluated; off, they only fail validation
+        self.kubelet_cel = (
+            kubeletcel.Engine() if settings.aws_feature_gates["NodeClassCEL"] else None
+        )
 
     @property
     def region(self) -> RegionTypes:
@@ -156,6 +172,7 @@ class AWSCloudProvider:
                 self.discovered.for_amis(self._amis_key(node_class), self.now()),
                 self.zonal_shifts.shifted(self.now()),
                 self.reservation_availability.counts,
+                self.kubelet_cel.evaluate if self.kubelet_cel else None,
             )
             found = catalog.build(self.region.infos, inp, self.unavailable, self.now())
             self._catalogs = {key: found}  # one NodeClass at a time is the common case
@@ -359,28 +376,64 @@ class AWSCloudProvider:
         now: float,
     ) -> fleet.FleetResult:
         pods = {it.name: it.capacity.get("pods", 0) // 1000 for it in types}
-        groups: dict[tuple[str, int, str], list[launch.Override]] = {}
+        kubelets = self._resolved_kubelets(node_class, {o.instance_type for o in plan.overrides})
+        groups: dict[tuple[str, int, str, str], list[launch.Override]] = {}
         for o in plan.overrides:
-            # a reserved override needs a template targeting its own reservation
-            groups.setdefault((o.image_id, pods[o.instance_type], o.reservation_id), []).append(o)
+            # a reserved override needs a template targeting its own reservation; types whose
+            # kubelet expressions resolve differently need their own user data
+            k = kubelets.get(o.instance_type)
+            key = (o.image_id, pods[o.instance_type], o.reservation_id, repr(k))
+            groups.setdefault(key, []).append(o)
         base_tags = tags.instance_tags(
             node_class.spec.tags, self.settings.CLUSTER_NAME, claim.nodepool, node_class.name
         )
         named = []
         where = placement.launch_placement(*self._placement(claim, node_class))
-        for (image_id, max_pods, rid), overrides in groups.items():
+        for (image_id, max_pods, rid, _), overrides in groups.items():
             kind = plan.reservation_type if rid else ""
+            kubelet = kubelets.get(overrides[0].instance_type)
             content = templates.content(
                 self._cluster(),
                 claim,
                 node_class,
                 templates.Launch(
-                    image_id, max_pods, plan.capacity_type, base_tags, where, rid, kind
+                    image_id, max_pods, plan.capacity_type, base_tags, where, rid, kind, kubelet
                 ),
             )
             named.append((await self.launch_templates.ensure(content, now), overrides))
         req = fleet.request(plan.fleet_capacity_type, named, base_tags, node_class.spec.context)
         return await self.fleets.create(req)
+
+    def kubelet_verdict(self, node_class: nc.EC2NodeClass) -> tuple[str, str] | None:
+        """``spec.kubelet``'s ValidationSucceeded verdict against the region's types."""
+        engine = self.kubelet_cel
+        opts = nodeclass_catalog.capacity_options(
+            self.settings,
+            node_class,
+            self.region.vpc_limits,
+            engine.evaluate if engine else None,
+        )
+        return kubeletvalidation.verdict(
+            node_class,
+            engine is not None,
+            engine.compile_error if engine else lambda _: "",
+            self.region.infos,
+            opts,
+        )
+
+    def _resolved_kubelets(
+        self, node_class: nc.EC2NodeClass, names: set[str]
+    ) -> dict[str, Kubelet]:
+        """Per instance type, the class's kubelet with its CEL expressions resolved (empty
+        without expressions or with the gate off)."""
+        if self.kubelet_cel is None or not kubeletexpr.has_expressions(node_class.spec.kubelet):
+            return {}
+        opts = nodeclass_catalog.capacity_options(
+            self.settings, node_class, self.region.vpc_limits, self.kubelet_cel.evaluate
+        )
+        infos = {i.name: i for i in self.region.infos if i.name in names}
+        # the catalogue dropped types whose expressions fail, so these resolve
+        return {n: kubeletexpr.for_type(opts, i).kubelet for n, i in sorted(infos.items())}
 
     def _cluster(self) -> templates.Cluster:
         s = self.settings

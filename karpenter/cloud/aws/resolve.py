@@ -9,7 +9,7 @@ means any value, all ``id`` terms share one query, AMI name terms default to own
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -89,6 +89,8 @@ class Resolver:
     availability: rsv.Availability | None = None
     # the ReservedCapacity feature gate: off, no reservation is resolved nor its condition set
     reserved_capacity: bool = True
+    # spec.kubelet's verdict, (reason, message) or None (the provider's: it knows the types)
+    kubelet_check: Callable[[nc.EC2NodeClass], tuple[str, str] | None] | None = None
 
     async def subnets(self, terms: Sequence[nc.SelectorTerm]) -> tuple[nc.Subnet, ...]:
         """Matching subnets, most free IPs first, then by id."""
@@ -271,7 +273,8 @@ class Resolver:
             conds.append(
                 nc.Condition(nc.COND_INSTANCE_PROFILE, "False", "InstanceProfileNotFound", msg)
             )
-        validation = _validation(node_class, conds)
+        kubelet = self.kubelet_check(node_class) if self.kubelet_check else None
+        validation = _validation(node_class, conds, kubelet)
         found = (group.group,) if group.group is not None else ()
         status = nc.Status(
             subnets,
@@ -309,7 +312,14 @@ def _cond(kind: str, ok: bool, reason: str, message: str) -> nc.Condition:
     return nc.Condition(kind, "True", kind) if ok else nc.Condition(kind, "False", reason, message)
 
 
-def _validation(node_class: nc.EC2NodeClass, conds: Sequence[nc.Condition]) -> nc.Condition:
+def _validation(
+    node_class: nc.EC2NodeClass,
+    conds: Sequence[nc.Condition],
+    kubelet: tuple[str, str] | None = None,
+) -> nc.Condition:
+    # a bad spec.kubelet is the user's to fix whatever EC2 says, so it is reported first
+    if kubelet is not None:
+        return nc.Condition(nc.COND_VALIDATION, "False", *kubelet)
     if any(c.status != "True" for c in conds):
         return nc.Condition(
             nc.COND_VALIDATION,

@@ -3,9 +3,10 @@
 Labels are the claim's plus the capacity type (and ``do-not-sync-taints`` except for Custom);
 taints are the claim's and its startup taints plus ``karpenter.sh/unregistered:NoExecute``;
 max pods is the kubelet's if set, else the instance types' ENI-limited count (templates are
-grouped per value). A reserved launch's template targets its one reservation (and carries the
-capacity-block market for a block); with reservations selected, other templates opt out of
-open ODCRs. User data above EC2's 16 KiB fails the launch with upstream's reason.
+grouped per value, and per resolved kubelet when it holds CEL expressions). A reserved
+launch's template targets its one reservation (and carries the capacity-block market for a
+block); with reservations selected, other templates opt out of open ODCRs. User data above
+EC2's 16 KiB fails the launch with upstream's reason.
 The cluster is IPv6 when its kube-dns address is, which gives the primary interface an IPv6
 address and makes ``ipPrefixCount`` count IPv6 prefixes.
 """
@@ -22,6 +23,7 @@ from karpenter.cloud.provider import CreateError
 from karpenter.core.aws import amifamily, userdata
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws import reservations as rsv
+from karpenter.core.aws.capacity import Kubelet
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.scheduling.taints import Taint
@@ -53,6 +55,8 @@ class Launch:
     placement: tuple[tuple[str, str | int], ...] = ()  # see core/aws/placement.py
     reservation_id: str = ""  # the reservation a reserved launch targets
     reservation_type: str = ""
+    # spec.kubelet with its expressions resolved for the template's instance types (None: as is)
+    kubelet: Kubelet | None = None
 
 
 def default_block_devices(family: str) -> tuple[nc.BlockDevice, ...]:
@@ -82,7 +86,7 @@ def user_data(
     taints = (*claim.taints, *claim.startup_taints)
     if UNREGISTERED not in taints:
         taints = (*taints, UNREGISTERED)
-    kubelet = node_class.spec.kubelet
+    kubelet = launch.kubelet or node_class.spec.kubelet
     opts = userdata.Options(
         cluster.name,
         cluster.endpoint,
@@ -96,6 +100,7 @@ def user_data(
         kubelet,
         node_class.spec.user_data,
         node_class.spec.instance_store_policy == "RAID0",
+        node_class.spec.kubelet_raw,
     )
     rendered = userdata.render(family, opts)
     size = len(rendered.encode())

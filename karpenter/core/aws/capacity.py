@@ -10,7 +10,7 @@ static VPC limits table (``vpclimits``); overhead is kube-reserved (CPU tiers, `
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from karpenter.core.aws import amifamily, ec2types, vpclimits
@@ -33,7 +33,11 @@ _GPU_RESOURCES = {"NVIDIA": NVIDIA_GPU, "AMD": AMD_GPU, "Habana": GAUDI}
 
 @dataclass(frozen=True, slots=True)
 class Kubelet:
-    """The Karpenter-managed subset of ``spec.kubelet`` (quantities as strings)."""
+    """The Karpenter-managed subset of ``spec.kubelet`` (quantities as strings).
+
+    With the NodeClassCEL gate, ``max_pods_expression`` and reserved values that are not
+    quantities are CEL expressions; ``kubeletexpr`` resolves them per instance type first.
+    """
 
     max_pods: int | None = None
     pods_per_core: int | None = None
@@ -41,6 +45,7 @@ class Kubelet:
     system_reserved: Mapping[str, str] = field(default_factory=dict)
     eviction_hard: Mapping[str, str] = field(default_factory=dict)
     cluster_dns: tuple[str, ...] = ()
+    max_pods_expression: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,8 @@ class CapacityOptions:
     efa_only: int | None = None  # None: no networkInterfaces, EFA capacity = the type's maximum
     # the VPC resource controller's static table by type (empty: no pod-eni/PrivateIPv4Address)
     vpc_limits: Mapping[str, vpclimits.VpcLimits] = field(default_factory=dict)
+    # NodeClassCEL on: evaluates kubelet expressions (``kubeletexpr`` resolves them per type)
+    evaluate: Callable[[str, Mapping[str, int | str]], float] | None = None
 
 
 def memory_mib(info: InstanceTypeInfo, overhead_percent: float) -> int:

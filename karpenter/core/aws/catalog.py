@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from karpenter.core.aws import amifamily, capacity, ec2types, placement, reservations
+from karpenter.core.aws import amifamily, capacity, ec2types, kubeletexpr, placement, reservations
 from karpenter.core.aws import labels as awslbl
 from karpenter.core.aws import nodeclass as nc
 from karpenter.core.aws.capacity import CapacityOptions
@@ -171,7 +171,8 @@ def instance_type(
     unavailable: UnavailableOfferings | None = None,
     now: float = 0.0,
 ) -> InstanceType | None:
-    """One core InstanceType, or None when the type is offered in no allowed zone."""
+    """One core InstanceType, or None when the type is offered in no allowed zone (or its
+    kubelet expressions give no usable value)."""
     zones = set(inp.zones.get(info.name, ()))
     if inp.allowed_zones is not None:
         zones &= inp.allowed_zones
@@ -195,7 +196,11 @@ def instance_type(
     compat = compatible(info, inp.capacity.ami_family, inp.network_interfaces)
     if not (nitro_ok and nested_ok and compat and placement.supports(info, inp.placement_group)):
         offers = tuple(replace(o, available=False) for o in offers)
-    cap = capacity.capacity(info, inp.capacity)
+    try:
+        opts = kubeletexpr.for_type(inp.capacity, info)
+    except kubeletexpr.ExpressionError:
+        return None  # no capacity to promise; the class's ValidationSucceeded says why
+    cap = capacity.capacity(info, opts)
     seen = inp.discovered_memory.get(info.name)
     if seen is not None:
         cap["memory"] = seen
@@ -204,7 +209,7 @@ def instance_type(
         requirements(info, zones, inp, reserved),
         offers,
         cap,
-        capacity.overhead(info, inp.capacity),
+        capacity.overhead(info, opts),
     )
 
 

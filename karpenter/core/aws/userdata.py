@@ -33,9 +33,11 @@ class Options:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[Taint] = ()
     max_pods: int | None = None
-    kubelet: Kubelet = field(default_factory=Kubelet)
+    kubelet: Kubelet = field(default_factory=Kubelet)  # expressions already resolved
     custom: str = ""
     raid0: bool = False
+    # spec.kubelet as written: AL2023 hands every field to nodeadm's kubelet.config
+    kubelet_config: Mapping[str, object] = field(default_factory=dict)
 
 
 def _kv(values: Mapping[str, str], sep: str = "=") -> str:
@@ -47,7 +49,8 @@ def _taint(t: Taint) -> str:
 
 
 def kubelet_flags(opts: Options) -> list[str]:
-    """bootstrap.sh-style kubelet flags (labels sorted, then taints, pods, reserved, eviction)."""
+    """bootstrap.sh-style kubelet flags (labels sorted, then taints, pods, reserved, eviction,
+    image GC, CFS quota)."""
     flags = []
     if opts.labels:
         flags.append(f'--node-labels="{_kv(opts.labels)}"')
@@ -64,7 +67,50 @@ def kubelet_flags(opts: Options) -> list[str]:
         flags.append(f'--kube-reserved="{_kv(k.kube_reserved)}"')
     if k.eviction_hard:
         flags.append(f'--eviction-hard="{_kv(k.eviction_hard, "<")}"')
+    return flags + _static_flags(opts.kubelet_config)
+
+
+def _map(config: Mapping[str, object], key: str) -> dict[str, str]:
+    value = config.get(key)
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _static_flags(config: Mapping[str, object]) -> list[str]:
+    """The managed fields Karpenter passes through unchanged (never expressions)."""
+    flags = []
+    if soft := _map(config, "evictionSoft"):
+        flags.append(f'--eviction-soft="{_kv(soft, "<")}"')
+    if grace := _map(config, "evictionSoftGracePeriod"):
+        flags.append(f'--eviction-soft-grace-period="{_kv(grace)}"')
+    for key, flag in (
+        ("evictionMaxPodGracePeriod", "eviction-max-pod-grace-period"),
+        ("imageGCHighThresholdPercent", "image-gc-high-threshold"),
+        ("imageGCLowThresholdPercent", "image-gc-low-threshold"),
+    ):
+        if isinstance(config.get(key), int):
+            flags.append(f"--{flag}={config[key]}")
+    if isinstance(config.get("cpuCFSQuota"), bool):
+        flags.append(f"--cpu-cfs-quota={str(config['cpuCFSQuota']).lower()}")
     return flags
+
+
+def _bottlerocket_static(kube: dict[str, object], config: Mapping[str, object]) -> None:
+    for key, setting in (
+        ("evictionSoft", "eviction-soft"),
+        ("evictionSoftGracePeriod", "eviction-soft-grace-period"),
+    ):
+        if values := _map(config, key):
+            kube[setting] = dict(sorted(values.items()))
+    if isinstance(config.get("evictionMaxPodGracePeriod"), int):
+        kube["eviction-max-pod-grace-period"] = config["evictionMaxPodGracePeriod"]
+    for key, setting in (
+        ("imageGCHighThresholdPercent", "image-gc-high-threshold-percent"),
+        ("imageGCLowThresholdPercent", "image-gc-low-threshold-percent"),
+    ):
+        if isinstance(config.get(key), int):
+            kube[setting] = str(config[key])  # Bottlerocket takes these as strings
+    if isinstance(config.get("cpuCFSQuota"), bool):
+        kube["cpu-cfs-quota-enforced"] = config["cpuCFSQuota"]
 
 
 def _mime(parts: Sequence[tuple[str, str]]) -> str:
@@ -121,9 +167,13 @@ def al2(opts: Options) -> str:
 def al2023(opts: Options) -> str:
     """AL2023: the user's parts, then a nodeadm NodeConfig (JSON is valid YAML)."""
     k = opts.kubelet
-    config: dict[str, object] = {}
-    if opts.cluster_dns:
+    # the user's fields first; what Karpenter resolves (DNS, max pods, reserved, taints) wins
+    config: dict[str, object] = dict(sorted(opts.kubelet_config.items()))
+    if k.cluster_dns:
+        config["clusterDNS"] = list(k.cluster_dns)  # nodeadm takes them all
+    elif opts.cluster_dns:
         config["clusterDNS"] = [opts.cluster_dns]
+    config.pop("maxPods", None)  # it may be an expression: only the resolved count is sent
     if opts.max_pods is not None:
         config["maxPods"] = opts.max_pods
     for key, value in (
@@ -202,6 +252,7 @@ def bottlerocket(opts: Options) -> str:
     ):
         if value:
             kube[key] = dict(sorted(value.items()))
+    _bottlerocket_static(kube, opts.kubelet_config)
     if opts.raid0:
         boot = _table(settings, "bootstrap-commands")
         boot["000-mount-instance-storage"] = {

@@ -56,3 +56,24 @@ def test_invalid(monkeypatch: pytest.MonkeyPatch, name: str, value: str, fragmen
         AWSSettings()
     message = describe_error(info.value)
     assert message.startswith(name) and fragment in message
+
+
+@pytest.mark.parametrize(
+    ("value", "cel"),
+    [
+        pytest.param("", False, id="empty"),
+        pytest.param("NodeClassCEL=false", False, id="default"),
+        pytest.param("NodeClassCEL=true", True, id="on"),
+    ],
+)
+def test_aws_feature_gates(monkeypatch: pytest.MonkeyPatch, value: str, cel: bool) -> None:
+    """AWS_FEATURE_GATES holds the AWS-only gates; NodeClassCEL is off by default."""
+    monkeypatch.setenv("AWS_FEATURE_GATES", value)
+    assert AWSSettings().aws_feature_gates == {"NodeClassCEL": cel}
+
+
+def test_aws_feature_gates_refuse_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A core gate or a typo in AWS_FEATURE_GATES is refused at startup."""
+    monkeypatch.setenv("AWS_FEATURE_GATES", "NodeOverlay=true")
+    with pytest.raises(ValidationError, match="unrecognized AWS feature gate 'NodeOverlay'"):
+        AWSSettings()

@@ -128,6 +128,34 @@ def test_al2023_nodeadm_user_data() -> None:
     assert doc["spec"]["kubelet"]["flags"] == ['--node-labels="team=a"']
 
 
+def test_al2023_node_config_carries_the_whole_kubelet_map() -> None:
+    """AL2023: every spec.kubelet field reaches nodeadm; Karpenter's resolved values win."""
+    raw: dict[str, object] = {
+        "registryBurst": 20,
+        "featureGates": {"InPlacePodVerticalScaling": True},
+        "maxPods": "min(110, vcpus * 20)",
+        "kubeReserved": {"cpu": "max(60, vcpus * 30)"},
+        "clusterDNS": ["10.100.0.10", "10.100.0.11"],
+    }
+    opts = userdata.Options(
+        "demo",
+        "https://k8s.example",
+        cluster_dns="10.100.0.10",
+        max_pods=40,
+        kubelet=Kubelet(kube_reserved={"cpu": "60m"}, cluster_dns=("10.100.0.10", "10.100.0.11")),
+        kubelet_config=raw,
+    )
+    body = userdata.render("AL2023", opts).split(userdata.NODEADM_MARKER, 1)[1]
+    config = json.loads(body.split("\n--//", 1)[0])["spec"]["kubelet"]["config"]
+    assert config == {
+        "clusterDNS": ["10.100.0.10", "10.100.0.11"],
+        "featureGates": {"InPlacePodVerticalScaling": True},
+        "kubeReserved": {"cpu": "60m"},
+        "maxPods": 40,
+        "registryBurst": 20,
+    }
+
+
 def test_bottlerocket_toml_merges_user_settings() -> None:
     """Bottlerocket keeps the user's settings and overwrites the cluster ones."""
     custom = (
@@ -162,6 +190,45 @@ def test_al2_bootstrap_and_custom_passthrough() -> None:
     assert "/etc/eks/bootstrap.sh 'demo'" in text and "--max-pods=29" in text
     assert "--use-max-pods false" in text and "--dns-cluster-ip '10.0.0.10'" in text
     assert userdata.render("Custom", opts) == "echo x"
+
+
+STATIC_KUBELET: dict[str, object] = {
+    "evictionSoft": {"memory.available": "5%"},
+    "evictionSoftGracePeriod": {"memory.available": "1m"},
+    "evictionMaxPodGracePeriod": 30,
+    "imageGCHighThresholdPercent": 85,
+    "imageGCLowThresholdPercent": 80,
+    "cpuCFSQuota": False,
+}
+
+
+def test_al2_renders_every_managed_field() -> None:
+    """AL2 flags carry the managed fields that have no capacity effect too."""
+    opts = userdata.Options("demo", "https://k8s", max_pods=29, kubelet_config=STATIC_KUBELET)
+    flags = userdata.kubelet_flags(opts)
+    assert flags == [
+        "--max-pods=29",
+        '--eviction-soft="memory.available<5%"',
+        '--eviction-soft-grace-period="memory.available=1m"',
+        "--eviction-max-pod-grace-period=30",
+        "--image-gc-high-threshold=85",
+        "--image-gc-low-threshold=80",
+        "--cpu-cfs-quota=false",
+    ]
+
+
+def test_bottlerocket_renders_every_managed_field() -> None:
+    """Bottlerocket settings carry them too (GC thresholds as strings, as upstream)."""
+    opts = userdata.Options("demo", "https://k8s", max_pods=29, kubelet_config=STATIC_KUBELET)
+    kube = tomllib.loads(userdata.render("Bottlerocket", opts))["settings"]["kubernetes"]
+    assert kube["eviction-soft"] == {"memory.available": "5%"}
+    assert kube["eviction-soft-grace-period"] == {"memory.available": "1m"}
+    assert kube["eviction-max-pod-grace-period"] == 30
+    assert (kube["image-gc-high-threshold-percent"], kube["image-gc-low-threshold-percent"]) == (
+        "85",
+        "80",
+    )
+    assert kube["cpu-cfs-quota-enforced"] is False
 
 
 def test_tags_and_names() -> None:
