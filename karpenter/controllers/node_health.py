@@ -10,6 +10,7 @@ the guard holds back gets a ``NodeRepairBlocked`` event and is looked at again i
 
 from __future__ import annotations
 
+import anyio
 import structlog
 
 from karpenter.aio.clock import Clock
@@ -48,17 +49,26 @@ class NodeHealth:
         self.interval_s = interval_s
         self.repaired: list[str] = []  # NodeClaims deleted for repair, newest last (bounded)
         self._blocked_at: dict[str, float] = {}  # node → when its NodeRepairBlocked was posted
+        self._changed = anyio.Event()
         self._log = structlog.get_logger().bind(controller="node.health")
 
+    def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
+        if kind == "Node":
+            self._changed.set()  # a condition may have started its toleration
+
     async def run(self) -> None:
-        """Check forever."""
+        """Check forever: on Node changes, when a toleration runs out, and every interval."""
+        self.state.subscribe(self._on_change)
         while True:
+            self._changed = anyio.Event()
             try:
                 wait = await self.reconcile()
             except (errors.ApiError, OSError) as err:
                 self._log.warning("node health pass failed", error=str(err))
                 wait = self.interval_s
-            await self.clock.sleep(min(wait, self.interval_s))
+            with anyio.move_on_after(min(wait, self.interval_s)):
+                await self._changed.wait()
+            await self.clock.sleep(0)  # let a burst of Node events land before looking
 
     def _nodes(self) -> list[repair.NodeHealth]:
         out = []

@@ -20,7 +20,7 @@ from karpenter.aio.clock import RealClock
 from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.kube import client as kc
-from karpenter.kube import errors
+from karpenter.kube import codec, errors
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator
 from karpenter.settings import Settings
@@ -180,3 +180,17 @@ async def cleanup(kube: kc.KubeClient, pool: str, ns: str) -> None:
         return not claims
 
     await eventually(gone, f"NodeClaims of {pool} to be finalized")
+
+
+async def mark_not_ready(kube: kc.KubeClient, node: str, reason: str, message: str) -> None:
+    """Report the Node ``Ready=False`` from now on, as a kubelet (or its absence) would."""
+    condition = {
+        "type": "Ready",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": codec.rfc3339(RealClock().now()),
+    }
+    await kube.merge_patch(
+        kc.NODES, node, {"status": {"conditions": [condition]}}, subresource="status"
+    )

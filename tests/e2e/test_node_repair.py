@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from karpenter.aio.clock import RealClock
 from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.repair import RepairPolicy
 from karpenter.kube import client as kc
@@ -56,15 +55,8 @@ async def test_not_ready_node_is_replaced(control_plane: ControlPlane) -> None:
         first_node = await harness.eventually(bound_on, "the replica bound")
         [claim] = await harness.claims_of(kube, pool)
         name = claim["metadata"]["name"]
-        not_ready = {
-            "type": "Ready",
-            "status": "False",
-            "reason": "KubeletNotReady",
-            "message": "container runtime is down",
-            "lastTransitionTime": codec.rfc3339(RealClock().now()),
-        }
-        await kube.merge_patch(
-            kc.NODES, first_node, {"status": {"conditions": [not_ready]}}, subresource="status"
+        await harness.mark_not_ready(
+            kube, first_node, "KubeletNotReady", "container runtime is down"
         )
 
         async def moved() -> bool:

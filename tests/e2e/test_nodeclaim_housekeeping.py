@@ -98,15 +98,8 @@ async def test_gc_deletes_claims_whose_instance_vanished(control_plane: ControlP
         await op.nodeclaim_gc.reconcile()
         assert name not in op.nodeclaim_gc.collected  # the Ready Node says the list is wrong
 
-        not_ready = {
-            "type": "Ready",
-            "status": "False",
-            "reason": "NodeStatusUnknown",
-            "message": "kubelet stopped posting node status",
-            "lastTransitionTime": codec.rfc3339(RealClock().now()),
-        }
-        await kube.merge_patch(
-            kc.NODES, node, {"status": {"conditions": [not_ready]}}, subresource="status"
+        await harness.mark_not_ready(
+            kube, node, "NodeStatusUnknown", "kubelet stopped posting node status"
         )
 
         async def seen_not_ready() -> bool:
