@@ -7,8 +7,8 @@ CRD models for NodePools, NodeClaims and EC2NodeClasses), wrapped so that every 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -27,12 +27,14 @@ from karpenter.core.model.storage import (
     StorageClass,
 )
 
+T = TypeVar("T")
+
 
 class CodecError(ValueError):
     """An object cannot be decoded; the message names the field."""
 
 
-def _wrap(fn: Any, obj: Mapping[str, Any]) -> Any:
+def _wrap(fn: Callable[[Mapping[str, Any]], T], obj: Mapping[str, Any]) -> T:
     try:
         return fn(obj)
     except DecodeError as err:
@@ -45,68 +47,57 @@ def _wrap(fn: Any, obj: Mapping[str, Any]) -> Any:
 
 def pod(obj: Mapping[str, Any]) -> Pod:
     """A v1 Pod."""
-    result: Pod = _wrap(kube.pod, obj)
-    return result
+    return _wrap(kube.pod, obj)
 
 
 def node(obj: Mapping[str, Any]) -> Node:
     """A v1 Node."""
-    result: Node = _wrap(kube.node, obj)
-    return result
+    return _wrap(kube.node, obj)
 
 
 def daemonset(obj: Mapping[str, Any]) -> DaemonSet:
     """An apps/v1 DaemonSet."""
-    result: DaemonSet = _wrap(kube.daemonset, obj)
-    return result
+    return _wrap(kube.daemonset, obj)
 
 
 def node_pool(obj: Mapping[str, Any]) -> NodePool:
     """A karpenter.sh/v1 NodePool (runtime validation included)."""
-    result: NodePool = _wrap(lambda o: nodepool.NodePoolDoc.model_validate(o).to_core(), obj)
-    return result
+    return _wrap(lambda o: nodepool.NodePoolDoc.model_validate(o).to_core(), obj)
 
 
 def node_claim(obj: Mapping[str, Any]) -> NodeClaim:
     """A karpenter.sh/v1 NodeClaim."""
-    result: NodeClaim = _wrap(lambda o: nodeclaim.NodeClaimDoc.model_validate(o).to_core(), obj)
-    return result
+    return _wrap(lambda o: nodeclaim.NodeClaimDoc.model_validate(o).to_core(), obj)
 
 
 def ec2_node_class(obj: Mapping[str, Any]) -> EC2NodeClass:
     """A karpenter.k8s.aws/v1 EC2NodeClass, its status included."""
-    result: EC2NodeClass = _wrap(ec2nodeclass.from_manifest, obj)
-    return result
+    return _wrap(ec2nodeclass.from_manifest, obj)
 
 
 def pdb(obj: Mapping[str, Any]) -> PodDisruptionBudget | pdb_mod.UnresolvedBudget:
     """A policy/v1 PodDisruptionBudget (unresolved until the disruption controller's status)."""
-    result: PodDisruptionBudget | pdb_mod.UnresolvedBudget = _wrap(pdb_mod.pdb, obj)
-    return result
+    return _wrap(pdb_mod.pdb, obj)
 
 
 def pvc(obj: Mapping[str, Any]) -> PersistentVolumeClaim:
     """A v1 PersistentVolumeClaim."""
-    result: PersistentVolumeClaim = _wrap(kube.pvc, obj)
-    return result
+    return _wrap(kube.pvc, obj)
 
 
 def pv(obj: Mapping[str, Any]) -> PersistentVolume:
     """A v1 PersistentVolume."""
-    result: PersistentVolume = _wrap(kube.pv, obj)
-    return result
+    return _wrap(kube.pv, obj)
 
 
 def storage_class(obj: Mapping[str, Any]) -> StorageClass:
     """A storage.k8s.io/v1 StorageClass."""
-    result: StorageClass = _wrap(kube.storage_class, obj)
-    return result
+    return _wrap(kube.storage_class, obj)
 
 
 def csinode(obj: Mapping[str, Any]) -> CSINode:
     """A storage.k8s.io/v1 CSINode."""
-    result: CSINode = _wrap(kube.csinode, obj)
-    return result
+    return _wrap(kube.csinode, obj)
 
 
 def namespace_labels(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -120,7 +111,4 @@ def namespace_labels(obj: Mapping[str, Any]) -> dict[str, str]:
 
 def node_overlay(obj: Mapping[str, Any]) -> NodeOverlay:
     """A karpenter.sh/v1alpha1 NodeOverlay."""
-    result: NodeOverlay = _wrap(
-        lambda o: nodeoverlay.NodeOverlayDoc.model_validate(o).to_core(), obj
-    )
-    return result
+    return _wrap(lambda o: nodeoverlay.NodeOverlayDoc.model_validate(o).to_core(), obj)
