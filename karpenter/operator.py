@@ -36,6 +36,7 @@ from karpenter.controllers.nodepool import NodePoolStatus
 from karpenter.controllers.podevents import PodEvents
 from karpenter.controllers.provisioner import Provisioner
 from karpenter.controllers.state_metrics import StateMetrics
+from karpenter.controllers.static_capacity import StaticCapacity
 from karpenter.controllers.termination import Termination
 from karpenter.core.model.cluster import Options
 from karpenter.kube import client as kc
@@ -161,6 +162,12 @@ class Operator:
             if settings.feature_gates["NodeRepair"]
             else None
         )
+        # StaticCapacity (feature gate, off by default as upstream): NodePools with replicas
+        self.static_capacity = (
+            StaticCapacity(kube, self.state, clock, metrics)
+            if settings.feature_gates["StaticCapacity"]
+            else None
+        )
         self.nodeclaim_gc = NodeClaimGC(
             kube, self.state, metered("nodeclaim.garbagecollection"), clock, metrics
         )
@@ -241,6 +248,8 @@ class Operator:
                 tg.start_soon(self.drift.run)
                 if self.node_health is not None:
                     tg.start_soon(self.node_health.run)
+                if self.static_capacity is not None:
+                    tg.start_soon(self.static_capacity.run)
                 for service in self.leader_services:
                     await tg.start(service)
         finally:

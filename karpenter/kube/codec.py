@@ -176,20 +176,33 @@ def nodeclaim_manifest(claim: NewNodeClaim, pool: NodePool, pool_obj: Mapping[st
     capacity-type once it launched. The finalizer is set at creation, not by a later patch, so
     no instance can ever exist for a claim without it.
     """
+    return claim_manifest(
+        pool, pool_obj, claim.requirements, claim.requests, claim.min_values_relaxed
+    )
+
+
+def claim_manifest(
+    pool: NodePool,
+    pool_obj: Mapping[str, Any],
+    reqs: Requirements,
+    requests: Resources,
+    min_values_relaxed: bool = False,
+) -> Obj:
+    """A NodeClaim of ``pool`` with these requirements and requests (static NodePools pass the
+    template's own requirements and no requests: the provider picks the instance type)."""
     t = pool.template
-    reqs = claim.requirements
     labels = {k: v for k, v in reqs.single_values().items() if k != lbl.HOSTNAME}
     labels.update(t.labels)
     labels[lbl.NODEPOOL] = pool.name
     annotations = dict(t.annotations)
     annotations[lbl.NODEPOOL_HASH] = nodepool_hash(pool)
     annotations[lbl.NODEPOOL_HASH_VERSION] = lbl.NODEPOOL_HASH_VERSION_CURRENT
-    if claim.min_values_relaxed:
+    if min_values_relaxed:
         annotations[lbl.MIN_VALUES_RELAXED] = "true"
     ref = t.node_class_ref
     spec: Obj = {
         "requirements": requirements(reqs),
-        "resources": {"requests": resource_list(claim.requests)},
+        "resources": {"requests": resource_list(requests)},
         "nodeClassRef": {"group": ref.group, "kind": ref.kind, "name": ref.name},
         "expireAfter": _duration(t.expire_after),
     }

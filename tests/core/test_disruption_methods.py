@@ -120,6 +120,17 @@ def test_consolidate_after_is_counted_from_the_last_pod_event_in_the_controller(
     assert elapsed is not None and elapsed.reason == "Empty"
 
 
+def test_static_pools_are_neither_emptied_nor_consolidated() -> None:
+    """A NodePool with replicas keeps its nodes: empty or underused, the static controller owns
+    their count (drift still applies)."""
+    static = _pool(replicas=2)
+    nodes = (_node("e1", M4), _node("u1", M4))
+    pods = (b.bound("u1", "p1", cpu="100m"),)
+    assert _first(_cluster((static,), nodes, pods)) is None
+    dynamic = _first(_cluster((_pool(),), nodes, pods))
+    assert dynamic is not None and dynamic.reason == "Empty"
+
+
 # ---- consolidation ---------------------------------------------------------------------------
 def test_delete_when_pods_fit_on_other_nodes() -> None:
     nodes = (_node("a", M4), _node("b", M4))

@@ -72,6 +72,8 @@ def emptiness(ps: DisruptionPass) -> Command | None:
     for c in _ranked(ps.candidates):
         if not c.empty or c.nodepool.disruption.consolidate_after is None:
             continue
+        if c.nodepool.replicas is not None:
+            continue  # a static NodePool keeps its nodes, empty or not
         if not c.consolidatable:
             continue
         if c.pod_blocker:
@@ -121,6 +123,9 @@ def consolidation_candidates(ps: DisruptionPass) -> list[Candidate]:
             continue
         if pool.disruption.consolidate_after is None:
             ps.note(c.name, f"Unconsolidatable: NodePool {pool.name} has consolidation disabled")
+            continue
+        if pool.replicas is not None:
+            ps.note(c.name, f"Unconsolidatable: NodePool {pool.name} is static (replicas)")
             continue
         if pool.disruption.consolidation_policy == WHEN_EMPTY:
             ps.note(
