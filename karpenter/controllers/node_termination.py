@@ -231,7 +231,7 @@ class NodeTermination:
     ) -> float | None:
         """Run one drain pass; None once Drained."""
         name, now = codec.name(raw), self.clock.now()
-        pods = [p for p in self.state.pods.values() if p.node_name == name]
+        pods = self.state.pods_on(name)
         plan = term.plan_drain(pods, now, deadline)
         already = codec.condition_true(claim_raw or {}, "Drained")
         if plan.drained and already:
@@ -379,8 +379,8 @@ class NodeTermination:
     async def _kept_volumes(self, node: str, now: float) -> set[str]:
         """PVs of the pods that stay to the end (not drained): their volumes never detach first."""
         kept: set[str] = set()
-        for pod in self.state.pods.values():
-            if pod.node_name != node or term.drainable(pod, now) or pod.is_terminal():
+        for pod in self.state.pods_on(node):
+            if term.drainable(pod, now) or pod.is_terminal():
                 continue
             for claim in pod.pvc_names:
                 try:

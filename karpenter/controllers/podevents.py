@@ -59,7 +59,6 @@ class PodEvents:
         self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodeclaim.podevents")
         self.pending: dict[str, float] = {}  # NodeClaim → latest event time not yet written
         self._seen: dict[str, Signature] = {}
-        self._pods_on: dict[str, set[str]] = {}  # node → pods seen bound to it
         self._claim_of_node: dict[str, str] = {}
         self._node_of_claim: dict[str, str] = {}
         self._log = structlog.get_logger().bind(controller="nodeclaim.podevents")
@@ -86,7 +85,7 @@ class PodEvents:
         """Pods seen on the node before its claim was known (informers replay in any order)."""
         times = [
             self._seen[p][1]
-            for p in self._pods_on.get(node, ())
+            for p in self.state.pod_keys_on(node)
             if p in self._seen and self._seen[p][1] is not None
         ]
         latest = max((t for t in times if t is not None), default=None)
@@ -96,15 +95,11 @@ class PodEvents:
 
     def _pod(self, key: str, pod: Obj | None) -> None:
         old = self._seen.pop(key, None)
-        if old and old[0]:
-            self._drop(old[0], key)
         if pod is None or _daemon(pod):
             return
         new = _signature(pod)
         self._seen[key] = new
         node, scheduled, terminal, terminating = new
-        if node:
-            self._pods_on.setdefault(node, set()).add(key)
         if not node or new == old:
             return
         when: float | None = None
@@ -117,13 +112,6 @@ class PodEvents:
             return
         self.pending[claim] = max(self.pending.get(claim, when), when)
         self.queue.add(claim)
-
-    def _drop(self, node: str, pod: str) -> None:
-        pods = self._pods_on.get(node)
-        if pods is not None:
-            pods.discard(pod)
-            if not pods:
-                del self._pods_on[node]
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED

@@ -44,7 +44,6 @@ class StateMetrics:
         self.state = state
         self.metrics = metrics
         self._series: dict[str, tuple[str, ...]] = {}  # pod → its current label values
-        self._pods_on: dict[str, set[str]] = {}  # node → pods with a series naming it
         self._pending: set[str] = set()  # pods seen Pending (startup duration candidates)
         self._pool_series: dict[str, set[tuple[str, str]]] = {}  # pool → (gauge, resource)
         # running usage sums, so a NodeClaim event costs its own size, not the cluster's
@@ -56,7 +55,7 @@ class StateMetrics:
         if kind == "Pod":
             self._pod(key, obj)
         elif kind == "Node":
-            for pod in list(self._pods_on.get(key, ())):
+            for pod in self.state.pod_keys_on(key):
                 self._pod(pod, self.state.pods.raw(pod))
         elif kind == "NodePool":
             self._pool(key)
@@ -90,23 +89,13 @@ class StateMetrics:
         old = self._series.pop(key, None)
         if old is not None:
             self.metrics.pods_state.remove(*old)
-            self._unindex(old[3], key)
         if pod is None:
             self._pending.discard(key)
             return
         values = self._labels(pod)
         self._series[key] = values
         self.metrics.pods_state.labels(*values).set(1)
-        if values[3]:
-            self._pods_on.setdefault(values[3], set()).add(key)
         self._startup(key, pod)
-
-    def _unindex(self, node: str, pod: str) -> None:
-        pods = self._pods_on.get(node)
-        if pods is not None:
-            pods.discard(pod)
-            if not pods:
-                del self._pods_on[node]
 
     def _labels(self, pod: Obj) -> tuple[str, ...]:
         meta = codec.meta(pod)

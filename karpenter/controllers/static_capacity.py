@@ -112,8 +112,8 @@ class StaticCapacity:
             return 0
         return sum(
             1
-            for p in self.state.pods.values()
-            if p.node_name == claim.node_name and not p.is_daemonset_pod() and p.is_active()
+            for p in self.state.pods_on(claim.node_name)
+            if not p.is_daemonset_pod() and p.is_active()
         )
 
     async def _scale_down(self, claims: list[NodeClaim], extra: int) -> int:

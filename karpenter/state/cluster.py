@@ -168,6 +168,9 @@ class ClusterState:
         # providerID → Node names, kept in step before listeners run (reconciles look it up)
         self._provider_nodes: dict[str, set[str]] = {}
         self._node_provider: dict[str, str] = {}
+        # node → pod keys bound to it, and back: "which pods are on this node" without a scan
+        self._node_pods: dict[str, set[str]] = {}
+        self._pod_node: dict[str, str] = {}
         self.pods: KindStore[Pod] = KindStore("Pod", decode.pod, self._notify)
         self.nodes: KindStore[Node] = KindStore("Node", decode.node, self._notify)
         self.nodeclaims: KindStore[NodeClaim] = KindStore(
@@ -211,6 +214,8 @@ class ClusterState:
         self.version += 1
         if kind == "Node":
             self._index_node(key, obj)
+        elif kind == "Pod":
+            self._index_pod(key, obj)
         for listener in self._listeners:
             listener(kind, key, obj)
 
@@ -226,7 +231,28 @@ class ClusterState:
             self._node_provider[name] = new
             self._provider_nodes.setdefault(new, set()).add(name)
 
+    def _index_pod(self, key: str, obj: Obj | None) -> None:
+        old = self._pod_node.pop(key, "")
+        if old:
+            keys = self._node_pods.get(old, set())
+            keys.discard(key)
+            if not keys:
+                self._node_pods.pop(old, None)
+        node = str(((obj or {}).get("spec") or {}).get("nodeName") or "")
+        if obj is not None and node:
+            self._pod_node[key] = node
+            self._node_pods.setdefault(node, set()).add(key)
+
     # ---- queries ------------------------------------------------------------------------------
+
+    def pod_keys_on(self, node: str) -> list[str]:
+        """Keys of the pods bound to ``node`` (kept in step before listeners run), sorted."""
+        return sorted(self._node_pods.get(node, ()))
+
+    def pods_on(self, node: str) -> list[Pod]:
+        """The decoded pods bound to ``node``."""
+        found = (self.pods.get(k) for k in self.pod_keys_on(node))
+        return [p for p in found if p is not None]
 
     def provisionable_pods(self) -> list[Pod]:
         """Pods Karpenter should find capacity for."""

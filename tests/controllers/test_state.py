@@ -183,3 +183,16 @@ def test_pods_opting_out_of_karpenter_are_not_provisionable() -> None:
     state.pods.apply("ADDED", _pod("out", 1, affinity=affinity))
     state.pods.apply("ADDED", _pod("in", 1))
     assert [p.name for p in state.provisionable_pods()] == ["in"]
+
+
+def test_pods_by_node_index_follows_binds_and_deletes() -> None:
+    """``pods_on`` answers from an index kept in step with every Pod event."""
+    state = ClusterState()
+    state.pods.apply("ADDED", _pod("a", 1))
+    state.pods.apply("ADDED", _pod("b", 1, unschedulable=False, nodeName="n1"))
+    assert state.pod_keys_on("n1") == ["ns/b"]
+    state.pods.apply("MODIFIED", _pod("a", 2, unschedulable=False, nodeName="n1"))
+    assert [p.name for p in state.pods_on("n1")] == ["a", "b"]
+    state.pods.apply("DELETED", _pod("b", 3, unschedulable=False, nodeName="n1"))
+    assert state.pod_keys_on("n1") == ["ns/a"]
+    assert state.pod_keys_on("n2") == []
