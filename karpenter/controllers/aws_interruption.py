@@ -82,7 +82,7 @@ class InterruptionController:
             rid = claim.labels.get(rsv.ID_LABEL, "")
             reclaimed = message.kind == interruption.CAPACITY_RESERVATION_INTERRUPTED
             if reclaimed and rid and self.reservations is not None:
-                self.reservations.exhaust(rid)
+                self.reservations.exhaust(rid, self.now())
             if message.action == interruption.ACTION_DELETE and not claim.deleting:
                 await self.claims.delete(claim.name)
                 self.events.publish(

@@ -151,6 +151,7 @@ class AWSCloudProvider:
 
     def catalog(self, node_class: nc.EC2NodeClass) -> tuple[InstanceType, ...]:
         """The NodeClass's instance types now (memoized until status, prices or ICE change)."""
+        self.reservation_availability.expire(self.now())
         # specs hold dicts (unhashable): their repr is a cheap, exact key
         key = (
             node_class.name,
@@ -337,7 +338,7 @@ class AWSCloudProvider:
             rid = plan.reservation_of(err.instance_type, err.zone)
             if rid and err.code in errors.CAPACITY:
                 # a full reservation is not a pool shortage: only that reservation is out
-                self.reservation_availability.exhaust(rid)
+                self.reservation_availability.exhaust(rid, now)
                 refs.append(OfferingRef(err.instance_type, err.zone, capacity_type))
             elif err.code == errors.SPOT_SLR:
                 self.unavailable.mark_capacity_type("spot", now)

@@ -237,7 +237,7 @@ class Resolver:
             return ()
         found = await capacityreservations.discover(self.clients.ec2, terms, now.timestamp())
         if self.availability is not None:
-            self.availability.sync(found.available)
+            self.availability.sync(found.available, now.timestamp())
         return found.reservations
 
     async def status(self, node_class: nc.EC2NodeClass, now: datetime) -> nc.Status:

@@ -70,18 +70,33 @@ def state_at(reservation_type: str, end_time: float | None, now: float) -> str:
     return STATE_ACTIVE
 
 
+AVAILABILITY_TTL_S = 24 * 3600.0
+
+
 @dataclass(slots=True)
 class Availability:
     """Instances each reservation can still start, as Karpenter last knew it."""
 
     counts: dict[str, int] = field(default_factory=dict)
     seq: int = 0  # bumps on every change, so catalogues built earlier rebuild
+    # when EC2's count (or a full-reservation verdict) last set each entry; an entry not set
+    # for AVAILABILITY_TTL_S is forgotten (upstream's 24h cache), so a reservation no NodeClass
+    # selects any more stops being tracked and one EC2 stopped reporting offers nothing
+    set_at: dict[str, float] = field(default_factory=dict)
 
-    def sync(self, counts: Mapping[str, int]) -> None:
+    def sync(self, counts: Mapping[str, int], now: float) -> None:
         """Take EC2's ``AvailableInstanceCount`` for these reservations."""
         for rid, count in counts.items():
+            self.set_at[rid] = now
             if self.counts.get(rid) != count:
                 self.counts[rid] = count
+                self.seq += 1
+
+    def expire(self, now: float) -> None:
+        """Forget entries not set for ``AVAILABILITY_TTL_S``."""
+        for rid in [r for r, at in self.set_at.items() if now - at >= AVAILABILITY_TTL_S]:
+            del self.set_at[rid]
+            if self.counts.pop(rid, None) is not None:
                 self.seq += 1
 
     def get(self, rid: str) -> int:
@@ -99,8 +114,10 @@ class Availability:
             self.counts[rid] += 1
             self.seq += 1
 
-    def exhaust(self, rid: str) -> None:
-        """EC2 said the reservation is full (or interrupted it)."""
+    def exhaust(self, rid: str, now: float | None = None) -> None:
+        """EC2 said the reservation is full (or interrupted it); ``now`` restarts its TTL."""
+        if now is not None:
+            self.set_at[rid] = now
         if self.counts.get(rid) != 0:
             self.counts[rid] = 0
             self.seq += 1

@@ -87,7 +87,7 @@ async def env(
     cls = replace(cls, status=await resolver.status(cls, NOW))
     assert cls.status.ready() == "True", cls.status.conditions
     classes = NodeClasses(cls)
-    clock = Clock()
+    clock = Clock(NOW.timestamp())  # as in the runtime: one clock for provider and resolver
     provider = AWSCloudProvider(
         clients, settings, classes, region_types, prices, clock, cluster_dns="10.100.0.10"
     )

@@ -131,11 +131,12 @@ async def test_garbage_collection_skips_shifted_zones(env: Env, moto: Moto) -> N
         replace(claim("default-2", "c5.large"), requirements=(*claim().requirements, pinned))
     )
     assert second.labels["topology.kubernetes.io/zone"] == other
+    # past the GC's grace for both instances (launched at moto's wall-clock time)
+    env.clock.t = max(c.creation for c in await env.provider.list()) + 31
     moto.capacity.arc.managed[ARN] = [Shift(_zone_id(env, zone), env.clock() + 3600)]
     await _poller(env).reconcile()
     claims = Claims()
     gc = GarbageCollector(env.provider, claims, env.clock)
-    env.clock.t = max(c.creation for c in await env.provider.list()) + 31
     collected, _ = await gc.reconcile()
     assert collected == [second.provider_id]
     assert claims.nodes_deleted == [second.provider_id]

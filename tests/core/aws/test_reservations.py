@@ -51,7 +51,7 @@ def test_state_at(kind: str, now: float, expected: str) -> None:
 def test_availability_ledger() -> None:
     """Counts follow EC2, drop on launch, zero when full, come back when an instance goes."""
     a = rsv.Availability()
-    a.sync({"cr-1": 2})
+    a.sync({"cr-1": 2}, 0.0)
     seq = a.seq
     a.consume("cr-1")
     assert a.get("cr-1") == 1 and a.seq > seq
@@ -63,8 +63,25 @@ def test_availability_ledger() -> None:
     a.consume("cr-1")
     assert a.get("cr-1") == 0  # never negative
     seq = a.seq
-    a.sync({"cr-1": 0})
+    a.sync({"cr-1": 0}, 0.0)
     assert a.seq == seq  # unchanged counts keep catalogues cached
+
+
+def test_availability_entries_expire_after_24h_unless_set_again() -> None:
+    """Upstream's 24h cache: a count neither synced nor marked full for a day is forgotten
+    (the reservation then offers nothing); a sync or a full verdict restarts the clock."""
+    a = rsv.Availability()
+    a.sync({"cr-1": 3, "cr-2": 3}, 0.0)
+    a.consume("cr-1")  # a launch does not restart the clock
+    a.exhaust("cr-2", 3600.0)  # a full verdict does
+    a.expire(rsv.AVAILABILITY_TTL_S - 1)
+    assert a.counts == {"cr-1": 2, "cr-2": 0}
+    seq = a.seq
+    a.expire(rsv.AVAILABILITY_TTL_S)
+    assert a.counts == {"cr-2": 0} and a.get("cr-1") == 0 and a.seq > seq
+    a.sync({"cr-1": 4}, rsv.AVAILABILITY_TTL_S + 10)
+    a.expire(3600.0 + rsv.AVAILABILITY_TTL_S)
+    assert a.counts == {"cr-1": 4}
 
 
 def test_offerings_price_availability_and_scope() -> None:
