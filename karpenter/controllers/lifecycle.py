@@ -90,13 +90,9 @@ class Lifecycle:
         if kind == "NodeClaim" and obj is not None:
             self.queue.add(key)
         elif kind == "Node":
-            provider_id = (obj or {}).get("spec", {}).get("providerID")
-            for name, entry in self.state.nodeclaims.entries.items():
-                claim = entry.value
-                if claim is not None and (
-                    (provider_id and claim.provider_id == provider_id) or claim.node_name == key
-                ):
-                    self.queue.add(name)
+            provider_id = str((obj or {}).get("spec", {}).get("providerID") or "")
+            for name in self.state.claims_of_node(key, provider_id):
+                self.queue.add(name)
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED

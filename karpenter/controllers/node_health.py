@@ -72,9 +72,9 @@ class NodeHealth:
 
     def _nodes(self) -> list[repair.NodeHealth]:
         out = []
-        claims_by_node = {c.node_name: c for c in self.state.nodeclaims.values() if c.node_name}
         for name, entry in sorted(self.state.nodes.entries.items()):
-            claim = claims_by_node.get(name)
+            names = self.state.claims_of_node(name)
+            claim = self.state.nodeclaims.get(names[0]) if names else None
             if claim is None or claim.deleting or codec.meta(entry.raw).get("deletionTimestamp"):
                 continue  # unmanaged, or already going
             conditions = tuple(

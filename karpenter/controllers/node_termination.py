@@ -149,15 +149,9 @@ class NodeTermination:
     # ---- claim ----------------------------------------------------------------------------------
 
     def _claim_of(self, node: Obj) -> Obj | None:
-        provider_id = (node.get("spec") or {}).get("providerID") or ""
-        for _, entry in sorted(self.state.nodeclaims.entries.items()):
-            claim = entry.value
-            if claim is not None and (
-                (provider_id and claim.provider_id == provider_id)
-                or claim.node_name == codec.name(node)
-            ):
-                return entry.raw
-        return None
+        provider_id = str((node.get("spec") or {}).get("providerID") or "")
+        names = self.state.claims_of_node(codec.name(node), provider_id)
+        return self.state.nodeclaims.raw(names[0]) if names else None
 
     async def _delete_claim(self, node: Obj, log: Any) -> Obj | None:
         claim_raw = self._claim_of(node)

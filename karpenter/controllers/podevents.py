@@ -59,8 +59,7 @@ class PodEvents:
         self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodeclaim.podevents")
         self.pending: dict[str, float] = {}  # NodeClaim → latest event time not yet written
         self._seen: dict[str, Signature] = {}
-        self._claim_of_node: dict[str, str] = {}
-        self._node_of_claim: dict[str, str] = {}
+        self._node_of_claim: dict[str, str] = {}  # to notice a claim newly naming its Node
         self._log = structlog.get_logger().bind(controller="nodeclaim.podevents")
         state.subscribe(self._on_change)
 
@@ -72,12 +71,9 @@ class PodEvents:
 
     def _index(self, claim: str, obj: Obj | None) -> None:
         old = self._node_of_claim.pop(claim, "")
-        if old and self._claim_of_node.get(old) == claim:
-            del self._claim_of_node[old]
         node = str(((obj or {}).get("status") or {}).get("nodeName") or "")
         if obj is not None and node:
             self._node_of_claim[claim] = node
-            self._claim_of_node[node] = claim
             if node != old:
                 self._catch_up(claim, node)
 
@@ -107,9 +103,10 @@ class PodEvents:
             when = self.clock.now()
         elif scheduled is not None and (old is None or old[1] != scheduled):
             when = scheduled
-        claim = self._claim_of_node.get(node)
-        if when is None or claim is None:
+        claims = self.state.claims_of_node(node)
+        if when is None or not claims:
             return
+        claim = claims[0]
         self.pending[claim] = max(self.pending.get(claim, when), when)
         self.queue.add(claim)
 

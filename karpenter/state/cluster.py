@@ -171,6 +171,10 @@ class ClusterState:
         # node → pod keys bound to it, and back: "which pods are on this node" without a scan
         self._node_pods: dict[str, set[str]] = {}
         self._pod_node: dict[str, str] = {}
+        # NodeClaims by their status.providerID and status.nodeName: "the claim of this Node"
+        # without a scan of every claim on each Node event
+        self._claims_by: dict[str, set[str]] = {}
+        self._claim_ids: dict[str, tuple[str, ...]] = {}
         self.pods: KindStore[Pod] = KindStore("Pod", decode.pod, self._notify)
         self.nodes: KindStore[Node] = KindStore("Node", decode.node, self._notify)
         self.nodeclaims: KindStore[NodeClaim] = KindStore(
@@ -216,6 +220,8 @@ class ClusterState:
             self._index_node(key, obj)
         elif kind == "Pod":
             self._index_pod(key, obj)
+        elif kind == "NodeClaim":
+            self._index_claim(key, obj)
         for listener in self._listeners:
             listener(kind, key, obj)
 
@@ -243,7 +249,29 @@ class ClusterState:
             self._pod_node[key] = node
             self._node_pods.setdefault(node, set()).add(key)
 
+    def _index_claim(self, key: str, obj: Obj | None) -> None:
+        for ident in self._claim_ids.pop(key, ()):
+            names = self._claims_by.get(ident, set())
+            names.discard(key)
+            if not names:
+                self._claims_by.pop(ident, None)
+        status = (obj or {}).get("status") or {}
+        pairs = (("id:", status.get("providerID")), ("node:", status.get("nodeName")))
+        idents = tuple(f"{prefix}{value}" for prefix, value in pairs if obj is not None and value)
+        if idents:
+            self._claim_ids[key] = idents
+            for ident in idents:
+                self._claims_by.setdefault(ident, set()).add(key)
+
     # ---- queries ------------------------------------------------------------------------------
+
+    def claims_of_node(self, node: str, provider_id: str = "") -> list[str]:
+        """Names of the decodable NodeClaims whose status names this Node (by nodeName) or its
+        providerID, sorted (more than one is an error upstream reports)."""
+        names = set(self._claims_by.get(f"node:{node}", ()))
+        if provider_id:
+            names |= self._claims_by.get(f"id:{provider_id}", set())
+        return sorted(n for n in names if self.nodeclaims.get(n) is not None)
 
     def pod_keys_on(self, node: str) -> list[str]:
         """Keys of the pods bound to ``node`` (kept in step before listeners run), sorted."""

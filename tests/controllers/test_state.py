@@ -196,3 +196,19 @@ def test_pods_by_node_index_follows_binds_and_deletes() -> None:
     state.pods.apply("DELETED", _pod("b", 3, unschedulable=False, nodeName="n1"))
     assert state.pod_keys_on("n1") == ["ns/a"]
     assert state.pod_keys_on("n2") == []
+
+
+def test_claims_of_node_by_node_name_or_provider_id() -> None:
+    """The claim of a Node is found by status.nodeName or providerID; the index follows
+    updates and deletes."""
+    state = ClusterState()
+    claim = _claim("c", 1, provider_id="sim://c")
+    state.nodeclaims.apply("ADDED", claim)
+    assert state.claims_of_node("n1", "sim://c") == ["c"]
+    assert state.claims_of_node("n1") == []
+    named = {**claim, "metadata": {**claim["metadata"], "resourceVersion": "2"}}
+    named["status"] = {"providerID": "sim://c", "nodeName": "n1"}
+    state.nodeclaims.apply("MODIFIED", named)
+    assert state.claims_of_node("n1") == ["c"]
+    state.nodeclaims.apply("DELETED", named)
+    assert state.claims_of_node("n1", "sim://c") == []
