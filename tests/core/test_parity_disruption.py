@@ -16,6 +16,7 @@ from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import Budget, Disruption
 from karpenter.core.model.pod import SelectorTerm
 from karpenter.core.provisioning.build import well_known_labels
+from karpenter.core.scheduling.taints import NO_SCHEDULE, Taint
 from tests.support import builders as b
 
 NOW = 1_800_000_000.0
@@ -119,3 +120,54 @@ def test_requirement_added_on_missing_label_drifts_then_replaces() -> None:
     kw: dict[str, Any] = {"assume_consolidate_after_elapsed": True}
     command, _ = decide(cluster, Options(), NOW, **kw)
     assert command is not None and (command.reason, command.names) == ("Drifted", ("n1",))
+
+
+DISRUPTED = Taint(lbl.TAINT_DISRUPTED, NO_SCHEDULE)
+
+
+@pytest.mark.parametrize(
+    ("budget", "acts"),
+    [
+        pytest.param("1", False, id="in-flight-node-uses-the-only-slot"),
+        pytest.param("2", True, id="second-slot-left"),
+    ],
+)
+def test_in_flight_command_counts_against_budget(budget: str, acts: bool) -> None:
+    """A node tainted by an in-flight command counts as disrupting, so a budget of one node
+    blocks a second command until the first finishes."""
+    pool = b.nodepool(
+        requirements=b.term((lbl.REGION, "In", ["r1"])),
+        disruption=Disruption("WhenEmpty", None, (Budget(budget),)),
+    )
+    region = {lbl.REGION: "r1"}
+    nodes = (
+        b.managed_node("held", M4, creation=NOW, labels=region, taints=(DISRUPTED,)),
+        b.managed_node("drifted", M4, creation=NOW),
+        b.managed_node("fine", M4, creation=NOW, labels=region),
+    )
+    cluster = b.cluster([pool], nodes=nodes)
+    command, _ = decide(cluster, Options(), NOW, assume_consolidate_after_elapsed=True)
+    assert (command is not None and command.names == ("drifted",)) is acts
+
+
+def test_in_flight_pods_are_counted_as_moving() -> None:
+    """Pods of a node held by an in-flight command are rescheduled in every what-if, so a new
+    consolidation never counts on room those pods will take."""
+    pool = b.nodepool(
+        disruption=DISRUPT, requirements=b.term((lbl.CAPACITY_TYPE, "In", ["on-demand"]))
+    )
+    nodes = (
+        b.managed_node("held", M2, creation=NOW - HOUR, taints=(DISRUPTED,)),
+        b.managed_node("small", M2, creation=NOW - HOUR),
+        b.managed_node("roomy", M4, creation=NOW - HOUR),
+    )
+    pods = (
+        b.bound("held", "h", cpu="1500m"),
+        b.bound("small", "s", cpu="1500m"),
+        b.bound("roomy", "r", cpu="1500m"),
+    )
+    cluster = b.cluster([pool], nodes=nodes, pods=pods)
+    command, _ = decide(cluster, Options(), NOW, assume_consolidate_after_elapsed=True)
+    # Ignoring the held node's pod, "roomy" would be replaced by an m-2x that has no room for
+    # it; counted as moving, that pod leaves no cheaper command at all.
+    assert command is None

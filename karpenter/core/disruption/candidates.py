@@ -256,6 +256,16 @@ def drift_reason(
     return ""
 
 
+def in_flight(state: StateNode) -> bool:
+    """Already on its way out: deleting, or tainted by a disruption command still running.
+
+    The taint is what survives a controller restart, so it (not the controller's memory)
+    tells every pass which nodes an in-flight command holds: their pods are counted as moving
+    and the nodes count against the disruption budgets, as upstream counts marked nodes.
+    """
+    return state.deleting or any(t.key == lbl.TAINT_DISRUPTED for t in state.taints)
+
+
 def _node_blocker(state: StateNode, nominated: frozenset[str]) -> str:
     if not state.initialized:
         return "NotInitialized: node is not initialized"

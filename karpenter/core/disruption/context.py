@@ -16,6 +16,7 @@ from karpenter.core.disruption.candidates import (
     Survey,
     SurveyMemo,
     eviction_cost,
+    in_flight,
     reschedulable,
     state_price,
     survey,
@@ -103,7 +104,8 @@ class DisruptionPass:
 
 
 def budget_counts(states: list[StateNode]) -> dict[str, bud.PoolCount]:
-    """Managed, initialized nodes per pool, and those already disrupting (deleting/NotReady)."""
+    """Managed, initialized nodes per pool, and those already disrupting (deleting, held by an
+    in-flight command, or NotReady)."""
     counts: dict[str, bud.PoolCount] = {}
     for s in states:
         pool = s.nodepool
@@ -112,7 +114,7 @@ def budget_counts(states: list[StateNode]) -> dict[str, bud.PoolCount]:
         if s.claim is not None and s.claim.instance_terminating:
             continue
         c = counts.get(pool, bud.PoolCount())
-        disrupting = c.disrupting + (1 if (s.deleting or not s.ready) else 0)
+        disrupting = c.disrupting + (1 if (in_flight(s) or not s.ready) else 0)
         counts[pool] = bud.PoolCount(c.nodes + 1, disrupting)
     return counts
 
