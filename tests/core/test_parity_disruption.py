@@ -171,3 +171,17 @@ def test_in_flight_pods_are_counted_as_moving() -> None:
     # Ignoring the held node's pod, "roomy" would be replaced by an m-2x that has no room for
     # it; counted as moving, that pod leaves no cheaper command at all.
     assert command is None
+
+
+def test_held_nodes_are_blocked_with_the_shells_reason() -> None:
+    """Nodes the shell holds back (a command on them just failed) are no candidates this pass,
+    and the next-ranked node is chosen instead."""
+    pool = b.nodepool(disruption=Disruption("WhenEmpty", 0.0, (Budget("100%"),)))
+    nodes = (b.managed_node("e1", M4, creation=NOW), b.managed_node("e2", M2, creation=NOW))
+    cluster = b.cluster([pool], nodes=nodes)
+    free, _ = decide(cluster, Options(), NOW, assume_consolidate_after_elapsed=True)
+    assert free is not None and free.names == ("e1", "e2")
+    held = {"e1": "BackingOff: a command on this node failed"}
+    command, ps = decide(cluster, Options(), NOW, assume_consolidate_after_elapsed=True, held=held)
+    assert command is not None and command.names == ("e2",)
+    assert [(x.name, x.reason) for x in ps.survey.blocked] == [("e1", held["e1"])]

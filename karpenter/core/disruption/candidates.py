@@ -342,6 +342,7 @@ def survey(
     cloud_drift: Mapping[str, str] | None = None,
     states: list[StateNode] | None = None,
     memo: SurveyMemo | None = None,
+    held: Mapping[str, str] | None = None,
 ) -> Survey:
     """Sort the snapshot's managed nodes into candidates and blocked nodes.
 
@@ -379,7 +380,7 @@ def survey(
         if memo is not None:
             memo.candidates[state.name] = candidate
         out.managed[state.name] = candidate
-        reason = _node_blocker(state, nominated)
+        reason = _node_blocker(state, nominated) or (held or {}).get(state.name, "")
         if reason:
             out.blocked.append(Blocked(state.name, reason))
             continue

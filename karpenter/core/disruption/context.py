@@ -7,6 +7,7 @@ candidates were passed over (the controller turns them into ``Unconsolidatable``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from karpenter.core.disruption import budgets as bud
@@ -127,8 +128,10 @@ def new_pass(
     assume_consolidate_after_elapsed: bool = True,
     reuse: Reuse | None = None,
     survey_memo: SurveyMemo | None = None,
+    held: Mapping[str, str] | None = None,
 ) -> DisruptionPass:
-    """Survey the snapshot and compute the budgets for one pass."""
+    """Survey the snapshot and compute the budgets for one pass (``held``: node → why the
+    shell keeps it out of this pass, e.g. backing off after a failed command)."""
     reuse = reuse or Reuse()
     found = survey(
         cluster,
@@ -137,6 +140,7 @@ def new_pass(
         assume_consolidate_after_elapsed=assume_consolidate_after_elapsed,
         states=reuse.states(cluster),
         memo=survey_memo,
+        held=held,
     )
     pools = {p.name: p for p in cluster.nodepools}
     types = {name: {it.name: it for it in its} for name, its in cluster.instance_types.items()}
