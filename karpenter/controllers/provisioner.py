@@ -89,6 +89,7 @@ async def create_nodeclaim(
     pool: NodePool,
     reason: str,
     log: Any,
+    annotations: Mapping[str, str] | None = None,
 ) -> str:
     """Create one of the solver's NodeClaims; its name, or "" when the API refused it.
 
@@ -99,7 +100,7 @@ async def create_nodeclaim(
     pool_obj = state.nodepools.raw(pool.name)
     if pool_obj is None:
         return ""
-    body = codec.nodeclaim_manifest(claim, pool, pool_obj)
+    body = codec.nodeclaim_manifest(claim, pool, pool_obj, annotations)
     try:
         obj = await kube.create(NODECLAIMS, body)
     except errors.ApiError as err:
