@@ -139,20 +139,7 @@ class DisruptionQueue:
     # ---- starting ---------------------------------------------------------------------------
     async def start(self, command: Command) -> InFlight | None:
         """Record, mark and launch ``command``; None when it could not start (rolled back)."""
-        cmd = InFlight(
-            uuid.uuid4().hex[:12],
-            command.reason,
-            command.method,
-            command.decision,
-            {
-                c.state.claim.name: (c.state.node.name if c.state.node is not None else "")
-                for c in command.candidates
-                if c.state.claim is not None
-            },
-            len(command.replacements),
-            self.clock.now(),
-            command=command,
-        )
+        cmd = self._in_flight(command)
         busy = {n for other in self.inflight.values() for n in other.candidates}
         if not cmd.candidates or busy & set(cmd.candidates):
             return None
@@ -179,6 +166,32 @@ class DisruptionQueue:
         labels = (cmd.decision, cmd.reason.lower(), CONSOLIDATION_TYPE.get(cmd.method, ""))
         self.metrics.voluntary_disruption_decisions.labels(*labels).inc()
         return cmd
+
+    async def expire(self, command: Command) -> InFlight:
+        """Delete expired candidates at once: no record, no taint, no replacement (upstream's
+        expiration controller; the provisioner finds room for the evicted pods)."""
+        cmd = self._in_flight(command)
+        self._log.info("expiring", command=cmd.id, nodes=sorted(cmd.candidates))
+        await self._finish(cmd, tracked=False)
+        labels = (cmd.decision, cmd.reason.lower(), "")
+        self.metrics.voluntary_disruption_decisions.labels(*labels).inc()
+        return cmd
+
+    def _in_flight(self, command: Command) -> InFlight:
+        return InFlight(
+            uuid.uuid4().hex[:12],
+            command.reason,
+            command.method,
+            command.decision,
+            {
+                c.state.claim.name: (c.state.node.name if c.state.node is not None else "")
+                for c in command.candidates
+                if c.state.claim is not None
+            },
+            len(command.replacements),
+            self.clock.now(),
+            command=command,
+        )
 
     async def _replace(self, cmd: InFlight, command: Command, log: Any) -> bool:
         pools = {p.name: p for p in self.state.active_nodepools()}
@@ -234,10 +247,11 @@ class DisruptionQueue:
             elif now - cmd.started >= self.replacement_timeout_s:
                 await self._fail(cmd, "replacements not initialized in time")
 
-    async def _finish(self, cmd: InFlight) -> None:
+    async def _finish(self, cmd: InFlight, *, tracked: bool = True) -> None:
         for claim in cmd.candidates:
             await self._delete_candidate(claim, cmd)
-        del self.inflight[cmd.id]
+        if tracked:
+            del self.inflight[cmd.id]
         for node in cmd.candidates.values():
             self.backoff.pop(node, None)
         self.executed.append(cmd)
