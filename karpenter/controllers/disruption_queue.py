@@ -236,6 +236,8 @@ class DisruptionQueue:
         """One look at every command in flight: finish, fail or keep waiting."""
         now = self.clock.now()
         for cmd in list(self.inflight.values()):
+            if len(cmd.replacements) < cmd.expected:
+                continue  # still being started (replacements not all created yet)
             claims = [self.state.nodeclaims.get(n) for n in cmd.replacements]
             gone = [
                 n for n, c in zip(cmd.replacements, claims, strict=True) if c is None or c.deleting
