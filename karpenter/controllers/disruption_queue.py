@@ -160,7 +160,7 @@ class DisruptionQueue:
             if not await self._replace(cmd, command, log):
                 await self._fail(cmd, "replacement could not be created")
                 return None
-        except errors.ApiError as err:
+        except (errors.ApiError, OSError) as err:
             await self._fail(cmd, f"starting the command failed: {err}")
             return None
         labels = (cmd.decision, cmd.reason.lower(), CONSOLIDATION_TYPE.get(cmd.method, ""))
