@@ -6,7 +6,8 @@ against its PodTemplate, and its status written: ``ReadyForProvisioning`` (``Res
 ``replicas`` and ``provisioningStrategy``. The virtual pods of every resolved buffer
 (``core.buffers``) are what the provisioner adds to each pass; when they change,
 ``on_change`` asks for a pass, and the periodic resync keeps asking so that headroom real pods
-took is launched again.
+took is launched again. ``operator_capacitybuffer_status_condition_count`` counts the buffers
+by their ``ReadyForProvisioning`` condition.
 
 Honoured: ``podTemplateRef`` with ``replicas`` and/or ``limits``. Not done: ``scalableRef`` and
 ``percentage`` (the buffer is reported ``ReadyForProvisioning=False`` saying so), the
@@ -16,6 +17,7 @@ headroom nodes from consolidation.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 import structlog
@@ -28,6 +30,7 @@ from karpenter.core.buffers import Buffer, desired_replicas, virtual_pods
 from karpenter.core.model.pod import Pod
 from karpenter.kube import codec, errors
 from karpenter.kube.client import KubeClient, Obj, Resource
+from karpenter.observability.metrics import Metrics
 
 CAPACITYBUFFERS = Resource(
     "autoscaling.x-k8s.io", "v1beta1", "capacitybuffers", "CapacityBuffer", namespaced=True
@@ -44,16 +47,19 @@ class CapacityBuffers:
         self,
         kube: KubeClient,
         clock: Clock,
+        metrics: Metrics,
         *,
         interval_s: float = INTERVAL_S,
         on_change: Callable[[], None] | None = None,
     ) -> None:
         self.kube = kube
         self.clock = clock
+        self.metrics = metrics
         self.interval_s = interval_s
         self.on_change = on_change
         self.pods: tuple[Pod, ...] = ()
         self.buffers: dict[str, Buffer] = {}  # namespace/name → resolved buffer
+        self._ready: Counter[tuple[str, str, str]] = Counter()  # this round's conditions
         self._log = structlog.get_logger().bind(controller="capacitybuffer")
 
     async def run(self) -> None:
@@ -70,11 +76,16 @@ class CapacityBuffers:
     async def reconcile(self) -> tuple[Pod, ...]:
         """List and resolve every buffer; the virtual pods of those resolved."""
         items, _ = await self.kube.list(CAPACITYBUFFERS)
+        self._ready = Counter()
         resolved: dict[str, Buffer] = {}
         for obj in sorted(items, key=lambda o: (codec.namespace(o), codec.name(o))):
             buffer = await self._resolve(obj)
             if buffer is not None:
                 resolved[f"{buffer.namespace}/{buffer.name}"] = buffer
+        gauge = self.metrics.operator_capacitybuffer_status_condition_count
+        gauge.clear()
+        for labels, n in sorted(self._ready.items()):
+            gauge.labels(*labels).set(n)
         pods = tuple(p for key in sorted(resolved) for p in virtual_pods(resolved[key]))
         changed = pods != self.pods
         self.buffers, self.pods = resolved, pods
@@ -114,6 +125,7 @@ class CapacityBuffers:
     async def _status(
         self, obj: Obj, status: str, reason: str, message: str, fields: dict[str, object]
     ) -> None:
+        self._ready[(READY, status, reason)] += 1
         now = self.clock.now()
         generation = codec.meta(obj).get("generation")
 

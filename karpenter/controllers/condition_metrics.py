@@ -61,11 +61,11 @@ class ConditionMetrics:
         pools = [
             r for r in (self.state.nodepools.raw(n) for n in self.state.nodepools.entries) if r
         ]
-        gauge = self.metrics.nodeclaim_status_conditions
+        gauge = self.metrics.operator_nodeclaim_status_condition_count
         gauge.clear()
         for labels, n in sorted(_count(claims, True).items()):
             gauge.labels(*labels).set(n)
-        pool_gauge = self.metrics.nodepool_status_conditions
+        pool_gauge = self.metrics.operator_nodepool_status_condition_count
         pool_gauge.clear()
         for labels, n in sorted(_count(pools, False).items()):
             pool_gauge.labels(*labels).set(n)

@@ -189,19 +189,19 @@ class Metrics:
             ("decision", "reason", "consolidation_type"),
             registry=r,
         )
-        self.nodeclaim_status_conditions = Gauge(
+        self.operator_nodeclaim_status_condition_count = Gauge(
             "operator_nodeclaim_status_condition_count",
             "NodeClaims by status condition type, status and reason (upstream's operatorpkg).",
             ("type", "status", "reason", "nodepool"),
             registry=r,
         )
-        self.nodepool_status_conditions = Gauge(
+        self.operator_nodepool_status_condition_count = Gauge(
             "operator_nodepool_status_condition_count",
             "NodePools by status condition type, status and reason (upstream's operatorpkg).",
             ("type", "status", "reason"),
             registry=r,
         )
-        self.capacitybuffer_status_conditions = Gauge(
+        self.operator_capacitybuffer_status_condition_count = Gauge(
             "operator_capacitybuffer_status_condition_count",
             "CapacityBuffers by status condition type, status and reason (upstream's operatorpkg).",
             ("type", "status", "reason"),
