@@ -24,6 +24,10 @@ from karpenter.aio.clock import Clock
 from karpenter.api import schedulerconfig
 from karpenter.cloud.metered import MeteredCloud
 from karpenter.cloud.provider import CloudProvider
+from karpenter.controllers.capacity_buffers import CapacityBuffers
+from karpenter.controllers.condition_metrics import ConditionMetrics
+from karpenter.controllers.consistency import Consistency
+from karpenter.controllers.consolidatable import ConsolidatableWatch
 from karpenter.controllers.disruption import POLL_S as DISRUPTION_POLL_S
 from karpenter.controllers.disruption import VALIDATION_S as DISRUPTION_VALIDATION_S
 from karpenter.controllers.disruption import Disruption
@@ -35,6 +39,7 @@ from karpenter.controllers.nodeclaim_gc import NodeClaimGC
 from karpenter.controllers.nodepool import NodePoolStatus
 from karpenter.controllers.podevents import PodEvents
 from karpenter.controllers.provisioner import Provisioner
+from karpenter.controllers.registration_health import RegistrationHealth
 from karpenter.controllers.state_metrics import StateMetrics
 from karpenter.controllers.static_capacity import StaticCapacity
 from karpenter.controllers.termination import Termination
@@ -51,6 +56,8 @@ from karpenter.state.cluster import ClusterState
 
 # A background service the operator runs beside the controllers (e.g. the simulated cloud).
 Service = Callable[..., Coroutine[Any, Any, None]]
+# The batcher key under which CapacityBuffer changes ask for a provisioning pass.
+BUFFERS = "capacitybuffers"
 
 
 def default_identity() -> str:
@@ -139,6 +146,11 @@ class Operator:
         self.nodepool_status = NodePoolStatus(kube, self.state, clock)
         self.podevents = PodEvents(kube, self.state, clock)
         self.drift = DriftWatch(kube, self.state, metered("nodeclaim.disruption"), clock)
+        self.consolidatable = ConsolidatableWatch(kube, self.state, clock)
+        self.consistency = Consistency(kube, self.state, self.recorder, clock)
+        self.registration_health = RegistrationHealth(kube, self.state, clock)
+        self.lifecycle.registration_health = self.registration_health
+        self.condition_metrics = ConditionMetrics(self.state, metrics, clock)
         self.disruption = Disruption(
             kube,
             self.state,
@@ -183,6 +195,14 @@ class Operator:
             batch_max_s=settings.batch_max_seconds,
             default_spread=schedulerconfig.load(settings.SCHEDULER_CONFIG),
         )
+        # CapacityBuffer (feature gate, off by default as upstream): headroom as virtual pods
+        self.capacity_buffers: CapacityBuffers | None = None
+        if settings.feature_gates["CapacityBuffer"]:
+            buffers = CapacityBuffers(
+                kube, clock, metrics, on_change=lambda: self.provisioner.batcher.trigger(BUFFERS)
+            )
+            self.capacity_buffers = buffers
+            self.provisioner.extra_pods = lambda: buffers.pods
         self.identity = identity or default_identity()
         self.elector: LeaderElector | None = None
         if not settings.DISABLE_LEADER_ELECTION:
@@ -246,6 +266,12 @@ class Operator:
                 tg.start_soon(self.nodeclaim_gc.run)
                 tg.start_soon(self.disruption.run)
                 tg.start_soon(self.drift.run)
+                tg.start_soon(self.consolidatable.run)
+                tg.start_soon(self.consistency.run)
+                tg.start_soon(self.registration_health.run)
+                tg.start_soon(self.condition_metrics.run)
+                if self.capacity_buffers is not None:
+                    tg.start_soon(self.capacity_buffers.run)
                 if self.node_health is not None:
                     tg.start_soon(self.node_health.run)
                 if self.static_capacity is not None:
