@@ -153,7 +153,7 @@ async def test_restart_mid_command_carries_on(control_plane: ControlPlane) -> No
                 {candidate: raw["status"]["nodeName"]}
             ]
             assert {codec.name(c) for c in await _live(kube, pool)} == {replacement}
-        await harness.cleanup(kube, pool, ns)
+            await harness.cleanup(kube, pool, ns)
 
 
 @pytest.mark.asyncio
@@ -221,6 +221,10 @@ async def test_commands_of_two_pools_in_flight_together(control_plane: ControlPl
         await harness.eventually(both, "two commands in flight at once", wait_s=60)
         for pool, ns in zip(pools, spaces, strict=True):
             await harness.eventually(partial(_settled, kube, pool, ns, 1), "replaced", wait_s=90)
-        assert len(queue.executed) == 2 and not queue.inflight
+
+        async def finished() -> bool:
+            return len(queue.executed) == 2 and not queue.inflight
+
+        await harness.eventually(finished, "both commands finished")
         for pool, ns in zip(pools, spaces, strict=True):
             await harness.cleanup(kube, pool, ns)
