@@ -62,8 +62,8 @@ async def test_consolidatable_after_consolidate_after(control_plane: ControlPlan
         op.condition_metrics.refresh()
         text = op.metrics.render().decode()
         assert (
-            'operator_nodeclaim_status_condition_count{type="Consolidatable",status="True",'
-            f'reason="Consolidatable",nodepool="{pool}"}} 1.0'
+            f'operator_nodeclaim_status_condition_count{{nodepool="{pool}",'
+            'reason="Consolidatable",status="True",type="Consolidatable"} 1.0'
         ) in text
         await harness.cleanup(kube, pool, ns)
 
@@ -87,7 +87,8 @@ async def test_stale_status_write_keeps_a_concurrent_drifted(control_plane: Cont
 
         await conditions.update(kube, kc.NODECLAIMS, name, drifted)
         before = codec.conditions(stale)
-        after = [*before, {"type": "Example", "status": "True", "reason": "Example"}]
+        after = codec.conditions(stale)
+        codec.set_condition(after, "Example", "True", "Example", "", RealClock().now())
         written = await conditions.update(
             kube, kc.NODECLAIMS, name, conditions.replaying(before, after), raw=stale
         )
