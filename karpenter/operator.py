@@ -150,7 +150,12 @@ class Operator:
         self.consistency = Consistency(kube, self.state, self.recorder, clock)
         self.registration_health = RegistrationHealth(kube, self.state, clock)
         self.lifecycle.registration_health = self.registration_health
-        self.condition_metrics = ConditionMetrics(self.state, metrics, clock)
+        # status-condition counts: every replica, unless cluster-state observability is off
+        self.condition_metrics = (
+            None
+            if settings.DISABLE_CLUSTER_STATE_OBSERVABILITY
+            else ConditionMetrics(self.state, metrics, clock)
+        )
         self.disruption = Disruption(
             kube,
             self.state,
@@ -245,6 +250,8 @@ class Operator:
                 await tg.start(service)
             for informer in self.informers:
                 await tg.start(informer.run)
+            if self.condition_metrics is not None:
+                tg.start_soon(self.condition_metrics.run)
             self._log.info("cluster state synced")
             task_status.started()
             if self.elector is None:
@@ -269,7 +276,6 @@ class Operator:
                 tg.start_soon(self.consolidatable.run)
                 tg.start_soon(self.consistency.run)
                 tg.start_soon(self.registration_health.run)
-                tg.start_soon(self.condition_metrics.run)
                 if self.capacity_buffers is not None:
                     tg.start_soon(self.capacity_buffers.run)
                 if self.node_health is not None:

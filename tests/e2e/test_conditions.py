@@ -59,6 +59,7 @@ async def test_consolidatable_after_consolidate_after(control_plane: ControlPlan
         event = codec.parse_time(raw["status"]["lastPodEventTime"]) or 0.0
         cond = codec.condition(raw, "Consolidatable") or {}
         assert (codec.parse_time(cond.get("lastTransitionTime")) or 0.0) >= event + 3.0 - 1.0
+        assert op.condition_metrics is not None
         op.condition_metrics.refresh()
         text = op.metrics.render().decode()
         assert (
