@@ -23,11 +23,11 @@ from typing import Any
 import anyio
 
 from karpenter.aio.clock import RealClock
-from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.kube import client as kc
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator
+from karpenter.providers.simulated.cloud import SimulatedCloud
 from karpenter.sandbox import bootstrap
 from karpenter.sandbox.controlplane import LocalControlPlane, ensure_binaries
 from karpenter.settings import Settings

@@ -28,9 +28,6 @@ from karpenter.aio.clock import Clock, RealClock
 from karpenter.aio.ratelimit import TokenBucket
 from karpenter.api import schedulerconfig, simulation
 from karpenter.api.errors import DecodeError
-from karpenter.aws_runtime import core_options, open_aws
-from karpenter.cloud.aws import startup
-from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.kube import client as kc
@@ -39,6 +36,9 @@ from karpenter.kube.leader import LeaderElectionLost
 from karpenter.observability.logging import configure_logging, get_logger
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator, run_until_signalled
+from karpenter.providers.aws.cloud import startup
+from karpenter.providers.aws.runtime import core_options, open_aws
+from karpenter.providers.simulated.cloud import SimulatedCloud
 from karpenter.sandbox import bootstrap
 from karpenter.sandbox.controlplane import ControlPlaneError, LocalControlPlane, ensure_binaries
 from karpenter.state.cluster import ClusterState

@@ -12,10 +12,9 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from karpenter.api import crdfields, ec2nodeclass, kube, nodeclaim, nodeoverlay, nodepool
+from karpenter.api import crdfields, kube, nodeclaim, nodeoverlay, nodepool
 from karpenter.api import pdb as pdb_mod
 from karpenter.api.errors import DecodeError
-from karpenter.core.aws.nodeclass import EC2NodeClass
 from karpenter.core.model.cluster import DaemonSet, NodeOverlay, PodDisruptionBudget
 from karpenter.core.model.node import Node, NodeClaim
 from karpenter.core.model.nodepool import NodePool
@@ -26,6 +25,8 @@ from karpenter.core.model.storage import (
     PersistentVolumeClaim,
     StorageClass,
 )
+from karpenter.providers.aws.api import ec2nodeclass
+from karpenter.providers.aws.core.nodeclass import EC2NodeClass
 
 T = TypeVar("T")
 

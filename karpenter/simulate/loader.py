@@ -32,8 +32,8 @@ from karpenter.core.model.storage import (
     StorageClass,
 )
 from karpenter.core.provisioning import overlays
+from karpenter.providers.aws import preset as awspreset
 from karpenter.settings import AWSSettings, Settings, describe_error
-from karpenter.simulate import awspreset
 
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -17,12 +17,12 @@ from typing import Any
 import anyio
 
 from karpenter.aio.clock import RealClock
-from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator
+from karpenter.providers.simulated.cloud import SimulatedCloud
 from karpenter.settings import Settings
 
 WAIT_S = 60.0

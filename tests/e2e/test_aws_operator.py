@@ -26,13 +26,13 @@ import pytest_asyncio
 from moto.server import ThreadedMotoServer
 
 from karpenter.aio.clock import RealClock
-from karpenter.aws_runtime import NODECLASS_FINALIZER, open_aws
 from karpenter.core.model import labels as lbl
 from karpenter.kube import client as kc
 from karpenter.kube import errors
 from karpenter.kube.events import EventRecorder
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator
+from karpenter.providers.aws.runtime import NODECLASS_FINALIZER, open_aws
 from karpenter.settings import AWSSettings
 from karpenter.state.cluster import ClusterState
 from tests.e2e import harness
