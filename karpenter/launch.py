@@ -38,6 +38,7 @@ from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator, run_until_signalled
 from karpenter.providers.aws.cloud import startup
 from karpenter.providers.aws.runtime import core_options, open_aws
+from karpenter.providers.aws.settings import AWSSettings
 from karpenter.providers.simulated.cloud import SimulatedCloud
 from karpenter.sandbox import bootstrap
 from karpenter.sandbox.controlplane import ControlPlaneError, LocalControlPlane, ensure_binaries
@@ -123,7 +124,7 @@ async def serve(
 async def serve_aws(
     kubeconfig: Path | None,
     settings: settings_mod.Settings,
-    aws: settings_mod.AWSSettings,
+    aws: AWSSettings,
     clock: Clock,
     *,
     endpoint_url: str | None = None,
@@ -160,9 +161,9 @@ async def serve_aws(
             await operator.run()
 
 
-def _aws_settings() -> settings_mod.AWSSettings:
+def _aws_settings() -> AWSSettings:
     try:
-        aws = settings_mod.AWSSettings()
+        aws = AWSSettings()
     except (ValidationError, ValueError) as err:
         raise LaunchError(f"invalid settings: {settings_mod.describe_error(err)}") from None
     if not aws.CLUSTER_NAME:
@@ -170,7 +171,7 @@ def _aws_settings() -> settings_mod.AWSSettings:
     return aws
 
 
-def _with_region(aws: settings_mod.AWSSettings) -> settings_mod.AWSSettings:
+def _with_region(aws: AWSSettings) -> AWSSettings:
     """The settings with the region resolved (AWS_REGION, AWS_DEFAULT_REGION, IMDS)."""
     try:
         found = anyio.run(startup.region, aws.AWS_REGION)

@@ -33,7 +33,8 @@ from karpenter.core.model.storage import (
 )
 from karpenter.core.provisioning import overlays
 from karpenter.providers.aws import preset as awspreset
-from karpenter.settings import AWSSettings, Settings, describe_error
+from karpenter.providers.aws.settings import AWSSettings
+from karpenter.settings import Settings, describe_error
 
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

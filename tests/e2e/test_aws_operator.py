@@ -32,8 +32,9 @@ from karpenter.kube import errors
 from karpenter.kube.events import EventRecorder
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator
+from karpenter.providers.aws.api import kind
 from karpenter.providers.aws.runtime import NODECLASS_FINALIZER, open_aws
-from karpenter.settings import AWSSettings
+from karpenter.providers.aws.settings import AWSSettings
 from karpenter.state.cluster import ClusterState
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
@@ -206,10 +207,10 @@ async def test_nodeclass_launch_and_spot_interruption(
     ):
         nodeclass = harness.unique("ec2")
         pool = harness.unique("aws")
-        await kube.create(kc.EC2NODECLASSES, _nodeclass(nodeclass, cloud.ami))
+        await kube.create(kind.RESOURCE, _nodeclass(nodeclass, cloud.ami))
 
         async def nodeclass_ready() -> dict[str, Any] | None:
-            obj = await kube.get(kc.EC2NODECLASSES, nodeclass)
+            obj = await kube.get(kind.RESOURCE, nodeclass)
             conditions = {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}
             ready = conditions.get("Ready", {}).get("status") == "True"
             return obj if ready else None
@@ -267,11 +268,11 @@ async def test_nodeclass_launch_and_spot_interruption(
         assert "karpenter_interruption_message_queue_duration_seconds_count 1.0" in text
 
         await harness.cleanup(kube, pool, ns)
-        await kube.delete(kc.EC2NODECLASSES, nodeclass)
+        await kube.delete(kind.RESOURCE, nodeclass)
 
         async def nodeclass_gone() -> bool:
             try:
-                await kube.get(kc.EC2NODECLASSES, nodeclass)
+                await kube.get(kind.RESOURCE, nodeclass)
             except errors.NotFound:
                 return True
             return False

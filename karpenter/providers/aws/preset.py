@@ -22,7 +22,7 @@ from karpenter.core.model.instancetype import InstanceType
 from karpenter.providers.aws.core import catalog, ec2types, pricing, vpclimits
 from karpenter.providers.aws.core.capacity import CapacityOptions
 from karpenter.providers.aws.core.ec2types import InstanceTypeInfo
-from karpenter.settings import AWSSettings
+from karpenter.providers.aws.settings import AWSSettings
 
 
 class PresetError(ValueError):

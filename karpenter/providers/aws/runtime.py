@@ -23,13 +23,11 @@ import anyio
 import anyio.abc
 
 from karpenter.aio.clock import Clock
-from karpenter.api import decode
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.scheduling.requirements import from_selector_terms
 from karpenter.kube import codec, errors
 from karpenter.kube.client import (
-    EC2NODECLASSES,
     NODECLAIMS,
     NODEPOOLS,
     NODES,
@@ -42,6 +40,7 @@ from karpenter.kube.events import EventRecorder
 from karpenter.kube.informers import Sink
 from karpenter.observability.logging import get_logger
 from karpenter.observability.metrics import Metrics
+from karpenter.providers.aws.api import kind
 from karpenter.providers.aws.api.ec2nodeclass_status import status_doc
 from karpenter.providers.aws.cloud import factory, provider_metrics, sqs
 from karpenter.providers.aws.cloud import zonalshift as arc_zonalshift
@@ -63,7 +62,8 @@ from karpenter.providers.aws.core import interruption as interruption_msg
 from karpenter.providers.aws.core import labels as awslbl
 from karpenter.providers.aws.core import nodeclass as nc
 from karpenter.providers.aws.core import reservations as rsv
-from karpenter.settings import AWSSettings, Settings
+from karpenter.providers.aws.settings import AWSSettings
+from karpenter.settings import Settings
 from karpenter.state.cluster import ClusterState, KindStore
 
 NODECLASS_FINALIZER = "karpenter.k8s.aws/termination"
@@ -80,7 +80,7 @@ class NodeClasses:
         self.clock = clock
         self.changed = anyio.Event()
         self.store: KindStore[nc.EC2NodeClass] = KindStore(
-            "EC2NodeClass", decode.ec2_node_class, self._notify
+            "EC2NodeClass", kind.decode, self._notify
         )
 
     def _notify(self, kind: str, key: str, obj: Obj | None) -> None:
@@ -105,10 +105,10 @@ class NodeClasses:
         try:
             if finalizer:
                 body = {"status": status_doc(status, codec.rfc3339(self.clock.now()))}
-                obj = await self.kube.merge_patch(EC2NODECLASSES, name, body, subresource="status")
+                obj = await self.kube.merge_patch(kind.RESOURCE, name, body, subresource="status")
                 self.store.upsert(obj)
             patch = {"metadata": {"annotations": annotations, "finalizers": finalizers}}
-            self.store.upsert(await self.kube.merge_patch(EC2NODECLASSES, name, patch))
+            self.store.upsert(await self.kube.merge_patch(kind.RESOURCE, name, patch))
         except errors.NotFound:
             return
 
@@ -388,7 +388,7 @@ async def open_aws(
             services.append(
                 _interruptions(cloud, interruption, settings.INTERRUPTION_QUEUE, clock, metrics)
             )
-        yield AWSRuntime(cloud, [(EC2NODECLASSES, classes.store)], services)
+        yield AWSRuntime(cloud, [(kind.RESOURCE, classes.store)], services)
 
 
 async def kube_dns_ip(kube: KubeClient) -> str:

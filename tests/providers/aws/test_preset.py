@@ -13,7 +13,7 @@ import pytest
 
 from karpenter.core.model.quantity import MILLI
 from karpenter.providers.aws import preset as awspreset
-from karpenter.settings import AWSSettings
+from karpenter.providers.aws.settings import AWSSettings
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "aws-realistic.yaml"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from karpenter.settings import AWSSettings, describe_error
+from karpenter.providers.aws.settings import AWSSettings
+from karpenter.settings import describe_error
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

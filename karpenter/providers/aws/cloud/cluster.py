@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from karpenter.providers.aws.cloud.clients import Client
-from karpenter.settings import AWSSettings
+from karpenter.providers.aws.settings import AWSSettings
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from karpenter.providers.aws.cloud import clients as aws_clients
 from karpenter.providers.aws.cloud import cluster, ec2data, pricing, resolve, startup
 from karpenter.providers.aws.cloud.provider import AWSCloudProvider, NodeClassSource
-from karpenter.settings import AWSSettings
+from karpenter.providers.aws.settings import AWSSettings
 
 if TYPE_CHECKING:
     import aioboto3

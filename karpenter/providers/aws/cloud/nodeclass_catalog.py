@@ -15,7 +15,7 @@ from karpenter.providers.aws.core.capacity import CapacityOptions
 from karpenter.providers.aws.core.kubeletexpr import Evaluator
 from karpenter.providers.aws.core.pricing import PriceTable
 from karpenter.providers.aws.core.vpclimits import VpcLimits
-from karpenter.settings import AWSSettings
+from karpenter.providers.aws.settings import AWSSettings
 
 
 def capacity_options(

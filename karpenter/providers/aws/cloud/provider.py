@@ -64,7 +64,7 @@ from karpenter.providers.aws.core.pricing import PriceTable
 from karpenter.providers.aws.core.subnets import InflightIPs
 from karpenter.providers.aws.core.unavailable import UnavailableOfferings
 from karpenter.providers.aws.core.zonalshift import ZonalShifts
-from karpenter.settings import AWSSettings
+from karpenter.providers.aws.settings import AWSSettings
 
 
 class NodeClassSource(Protocol):

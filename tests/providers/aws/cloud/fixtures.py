@@ -17,7 +17,7 @@ from karpenter.providers.aws.cloud.clients import Clients, open_clients
 from karpenter.providers.aws.cloud.ec2data import RegionTypes
 from karpenter.providers.aws.cloud.provider import AWSCloudProvider
 from karpenter.providers.aws.core import pricing as core_pricing
-from karpenter.settings import AWSSettings
+from karpenter.providers.aws.settings import AWSSettings
 from tests.providers.aws.cloud.builders import Clock, NodeClasses, node_class
 from tests.providers.aws.cloud.conftest import Account, Moto, _session
 

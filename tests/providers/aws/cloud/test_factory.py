@@ -7,7 +7,7 @@ import pytest
 from karpenter.providers.aws.cloud import factory
 from karpenter.providers.aws.cloud.clients import Clients
 from karpenter.providers.aws.cloud.factory import open_provider
-from karpenter.settings import AWSSettings
+from karpenter.providers.aws.settings import AWSSettings
 from tests.providers.aws.cloud.builders import Clock, NodeClasses
 from tests.providers.aws.cloud.conftest import Account, Moto, _session
 

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from karpenter.providers.aws.cloud import startup
 from karpenter.providers.aws.cloud.factory import open_provider
-from karpenter.settings import AWSSettings
+from karpenter.providers.aws.settings import AWSSettings
 from tests.providers.aws.cloud.builders import Clock, NodeClasses
 from tests.providers.aws.cloud.conftest import Moto, _session
 
