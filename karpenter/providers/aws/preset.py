@@ -18,11 +18,16 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from karpenter.api.simulation import CatalogSpec
+from karpenter.core.catalogs.preset import CatalogError, PresetCatalog
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.providers.aws.core import catalog, ec2types, pricing, vpclimits
 from karpenter.providers.aws.core.capacity import CapacityOptions
 from karpenter.providers.aws.core.ec2types import InstanceTypeInfo
 from karpenter.providers.aws.settings import AWSSettings
+from karpenter.settings import describe_error
 
 
 class PresetError(ValueError):
@@ -169,3 +174,18 @@ def _types(
         ),
     )
     return catalog.build(data.infos, inp)
+
+
+def scenario_catalog(spec: CatalogSpec) -> PresetCatalog:
+    """The preset as ``simulate`` asks for it: AWS settings from the environment, the region
+    from the document, else ``AWS_REGION``, else us-west-2 (the simulator never asks IMDS)."""
+    try:
+        aws = AWSSettings()
+    except (ValidationError, ValueError) as err:
+        raise CatalogError(f"invalid settings: {describe_error(err)}") from None
+    region = spec.region or aws.AWS_REGION or "us-west-2"
+    try:
+        built = build(region, spec.price_file, aws)
+    except PresetError as err:
+        raise CatalogError(f"InstanceTypeCatalog (aws, {region}): {err}") from None
+    return PresetCatalog(built.types, built.note())

@@ -9,7 +9,7 @@ import pytest
 
 from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Resource
 from karpenter.providers.aws.controllers.capacity_type import DEMOTED
-from karpenter.providers.aws.runtime import ClaimsView
+from karpenter.providers.aws.runtime.claims import ClaimsView
 from karpenter.state.cluster import ClusterState
 
 PROVIDER_ID = "aws:///us-east-1a/i-0123456789abcdef0"

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 import aiohttp
 
+from karpenter.cloud.plugin import ProviderStartupError
 from karpenter.providers.aws.cloud import errors
 from karpenter.providers.aws.cloud.clients import Client
 
@@ -23,7 +24,7 @@ IMDS_ENDPOINT = "http://169.254.169.254"
 _TIMEOUT = aiohttp.ClientTimeout(total=2.0)
 
 
-class StartupError(Exception):
+class StartupError(ProviderStartupError):
     """The provider cannot start; the message names the setting or the failing call."""
 
 

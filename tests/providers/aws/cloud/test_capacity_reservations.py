@@ -20,7 +20,7 @@ from karpenter.providers.aws.controllers.nodeclass import NodeClassController
 from karpenter.providers.aws.core import drift
 from karpenter.providers.aws.core import nodeclass as nc
 from karpenter.providers.aws.core import reservations as rsv
-from karpenter.providers.aws.runtime import core_options
+from karpenter.providers.aws.runtime.compose import core_options
 from karpenter.settings import Settings
 from tests.providers.aws.cloud.builders import Claims, Events, node_class
 from tests.providers.aws.cloud.conftest import Account, Moto

@@ -8,7 +8,8 @@ import pytest
 
 from karpenter.kube import errors
 from karpenter.kube.client import KubeClient, Resource
-from karpenter.providers.aws.runtime import ClaimsView, kube_dns_ip
+from karpenter.providers.aws.runtime.claims import ClaimsView
+from karpenter.providers.aws.runtime.compose import kube_dns_ip
 from karpenter.state.cluster import ClusterState
 
 

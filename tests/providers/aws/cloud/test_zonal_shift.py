@@ -14,11 +14,11 @@ from karpenter.cloud.provider import CloudProviderError
 from karpenter.core.scheduling.requirements import Requirements
 from karpenter.kube.client import KubeClient
 from karpenter.kube.events import EventRecorder
-from karpenter.providers.aws import runtime as aws_runtime
 from karpenter.providers.aws.cloud import zonalshift as arc
 from karpenter.providers.aws.controllers.gc import GarbageCollector
 from karpenter.providers.aws.controllers.zonalshift import ZonalShiftPoller
 from karpenter.providers.aws.core import zonalshift
+from karpenter.providers.aws.runtime import nodeclasses
 from karpenter.state.cluster import ClusterState
 from tests.providers.aws.cloud.arc_proxy import Shift
 from tests.providers.aws.cloud.builders import Claims
@@ -237,10 +237,10 @@ async def test_runtime_audience_reads_the_mirror_and_posts_on_nodepools() -> Non
     state = ClusterState()
     state.nodepools.upsert(_nodepool("any"))
     state.nodepools.upsert(_nodepool("b-only", "us-east-1b"))
-    classes = aws_runtime.NodeClasses(cast("KubeClient", None), FakeClock())
+    classes = nodeclasses.NodeClasses(cast("KubeClient", None), FakeClock())
     classes.store.upsert(_NODECLASS)
     recorder = _Recorder()
-    audience = aws_runtime._ShiftAudience(state, classes, recorder)
+    audience = nodeclasses.ShiftAudience(state, classes, recorder)
     pools = await audience.pools()
     assert {p.name: dict(p.zones) for p in pools} == {
         "any": {"use1-az1": "us-east-1a", "use1-az2": "us-east-1b"},
