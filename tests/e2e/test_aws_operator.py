@@ -200,7 +200,10 @@ async def test_nodeclass_launch_and_spot_interruption(
             obj = await kube.get(nodeclasses.EC2NODECLASSES, nodeclass)
             conditions = {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}
             ready = conditions.get("Ready", {}).get("status") == "True"
-            return obj if ready else None
+            # status and finalizer are two writes (status subresource, then metadata): a read
+            # can fall between them, so wait for both
+            held = NODECLASS_FINALIZER in (obj["metadata"].get("finalizers") or [])
+            return obj if ready and held else None
 
         resolved = await harness.eventually(nodeclass_ready, "the EC2NodeClass to become Ready")
         status = resolved["status"]

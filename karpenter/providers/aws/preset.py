@@ -3,7 +3,7 @@
 EC2's instance-type descriptions and per-zone offerings come from the data moto bundles
 (``moto/ec2/resources``: DescribeInstanceTypes and DescribeInstanceTypeOfferings captures), read
 at run time; the capacity, overhead, labels and offerings are the provider's own
-(``core/aws/catalog.py``), with the package's static VPC limits table for ``pod-eni``. Prices:
+(``aws/core/catalog.py``), with the package's static VPC limits table for ``pod-eni``. Prices:
 the scenario's ``priceFile``, else ``AWS_PRICE_FILE``, else the provider's labelled estimate
 (simulate never calls the Pricing API).
 """

@@ -32,7 +32,7 @@ class AWSSettings(BaseSettings):
     model_config = SettingsConfigDict(frozen=True, case_sensitive=True, extra="ignore")
 
     CLUSTER_NAME: str = ""
-    # "" → AWS_DEFAULT_REGION, then the instance metadata service (cloud/aws/startup.py)
+    # "" → AWS_DEFAULT_REGION, then the instance metadata service (providers/aws/cloud/startup.py)
     AWS_REGION: str = ""
     CLUSTER_ENDPOINT: str = ""
     CLUSTER_CA_BUNDLE: str = ""
@@ -46,7 +46,7 @@ class AWSSettings(BaseSettings):
     AMI_REFRESH_INTERVAL: str = "1m"
     SUBNET_REFRESH_INTERVAL: str = "1m"
     AWS_FEATURE_GATES: str = "NodeClassCEL=false"
-    # Not upstream: the offline price source (see core/aws/pricing.py for the file layout).
+    # Not upstream: the offline price source (see aws/core/pricing.py for the file layout).
     AWS_PRICE_FILE: str = ""
 
     @field_validator("CLUSTER_ENDPOINT")

@@ -5,7 +5,7 @@ exclusivity, alias format and family, amiFamily/alias agreement, role xor instan
 restricted tags, block devices) with the same messages, so a manifest the
 apiserver would refuse is refused here too. ``from_manifest`` reads an object with its status
 (``ec2nodeclass_status`` renders and reads the status block). ``spec.kubelet`` is an open
-map, as upstream's CRD has it: ``core/aws/kubeletconfig.py`` checks it for the controller.
+map, as upstream's CRD has it: ``aws/core/kubeletconfig.py`` checks it for the controller.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The CEL engine behind kubelet expressions (cel-python): compile, check, evaluate.
 
-The only module that imports ``celpy``. ``core/aws/kubeletexpr.py`` says what is evaluated
+The only module that imports ``celpy``. ``aws/core/kubeletexpr.py`` says what is evaluated
 and when; this says how. The environment has upstream's variables and adds ``max`` and
 ``min`` (int and double). cel-python has no type checker, so "compiles" means: it parses, and
 a probe evaluation with plausible values names no unknown variable or function, applies no

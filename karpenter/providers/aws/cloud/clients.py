@@ -1,7 +1,7 @@
 """AWS SDK clients: one aioboto3 session, the clients Karpenter calls, opened and closed together.
 
 Clients are untyped (aioboto3 ships no stubs); every response is read into typed values in the
-module that made the call, so no botocore shape leaves ``cloud.aws``.
+module that made the call, so no botocore shape leaves ``providers.aws.cloud``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Instance-type discovery: DescribeInstanceTypes, DescribeInstanceTypeOfferings, zone ids.
 
 Upstream's filters: HVM, x86_64 or arm64; offerings by availability zone. The results feed
-``core/aws/catalog.py``; upstream refreshes them every 12h. The VPC resource controller's static
+``aws/core/catalog.py``; upstream refreshes them every 12h. The VPC resource controller's static
 per-type limits (``pod-eni`` and Windows IPs, which EC2 does not describe) ride along, read from
-the package data ``core/aws/vpclimits.py`` decodes.
+the package data ``aws/core/vpclimits.py`` decodes.
 """
 
 from __future__ import annotations

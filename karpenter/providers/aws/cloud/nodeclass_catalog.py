@@ -1,7 +1,7 @@
 """The catalogue of one EC2NodeClass: which knobs of the class change capacity and offerings.
 
 The provider memoizes the result; this module only maps settings + NodeClass + region data onto
-``core/aws/catalog.py``'s input.
+``aws/core/catalog.py``'s input.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ DescribePlacementGroups by ``GroupIds`` or ``GroupNames``, as upstream. EC2 answ
 name or id with an error rather than an empty list, so those codes (classified in
 ``errors.py``) read as "not found"; any other failure is a resolution failure. The result
 feeds ``status.placementGroups`` and the ``PlacementGroupReady`` condition
-(``core/aws/placement.py``).
+(``aws/core/placement.py``).
 """
 
 from __future__ import annotations

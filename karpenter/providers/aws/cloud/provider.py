@@ -2,15 +2,15 @@
 
 Create resolves the claim's EC2NodeClass, builds the catalogue (capacity, overhead, prices,
 ICE memory, reserved offerings of its capacity reservations), plans the fleet
-(``core/aws/launch.py``), ensures one launch template per (AMI, max pods, reservation) group
+(``aws/core/launch.py``), ensures one launch template per (AMI, max pods, reservation) group
 and calls CreateFleet. Pools that answer with insufficient capacity are hidden for 3 minutes
 and the launch is planned again without them, up to ``max_launch_attempts`` fleets; only then
 does the claim fail with InsufficientCapacity. A reservation that answers so is marked full in
 the availability ledger instead; a launch into one takes a slot, a deleted instance gives it
 back. Launches
 into the NodeClass's placement group remember their ICE under the group (and the pinned
-partition), see ``core/aws/placement.py``. Zones under an ARC zonal shift offer nothing and
-their instances are not terminated (``core/aws/zonalshift.py``).
+partition), see ``aws/core/placement.py``. Zones under an ARC zonal shift offer nothing and
+their instances are not terminated (``aws/core/zonalshift.py``).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class AWSCloudProvider:
         self.fleets = fleet.Fleets(clients.ec2)
         self.launch_templates = launchtemplates.LaunchTemplates(clients.ec2, settings.CLUSTER_NAME)
         self._catalogs: dict[tuple[object, ...], tuple[InstanceType, ...]] = {}
-        self.zonal_shifts = ZonalShifts()  # polled by controllers/aws_zonalshift.py
+        self.zonal_shifts = ZonalShifts()  # polled by providers/aws/controllers/zonalshift.py
         self.cluster_arn = ""  # from EKS DescribeCluster (ARC knows the cluster by it)
         # NodeClassCEL: kubelet expressions are evaluated; off, they only fail validation
         self.kubelet_cel = (
@@ -274,7 +274,7 @@ class AWSCloudProvider:
         """The partition EC2 picked for an instance launched without one.
 
         Upstream holds registration until DescribeInstances shows it; here one describe right
-        after the launch reads it, and ``controllers/aws_partition.py`` labels the claims
+        after the launch reads it, and ``aws/controllers/partition.py`` labels the claims
         whose partition EC2 did not show yet.
         """
         try:

@@ -52,7 +52,7 @@ class Launch:
     max_pods: int
     capacity_type: str
     tags: Mapping[str, str]
-    placement: tuple[tuple[str, str | int], ...] = ()  # see core/aws/placement.py
+    placement: tuple[tuple[str, str | int], ...] = ()  # see aws/core/placement.py
     reservation_id: str = ""  # the reservation a reserved launch targets
     reservation_type: str = ""
     # spec.kubelet with its expressions resolved for the template's instance types (None: as is)

@@ -1,4 +1,4 @@
-"""ARC zonal shift: GetManagedResource on the cluster, read into ``core/aws/zonalshift`` shifts.
+"""ARC zonal shift: GetManagedResource on the cluster, read into ``aws/core/zonalshift`` shifts.
 
 The cluster must be registered with ARC (a managed resource) for shifts to exist; upstream
 first checked this with a fatal error, its later revisions fall back to "no shifts" when the

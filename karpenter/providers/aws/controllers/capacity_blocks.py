@@ -4,7 +4,7 @@ EC2 terminates a capacity block's instances when the block ends. Every minute th
 finds NodeClaims launched into a block whose end is 40 minutes away or less (as the claim's
 EC2NodeClass status lists it) and deletes them, so their termination finalizer cordons and
 drains the nodes while there is still time, and the provisioner replaces them elsewhere.
-The decision is ``core/aws/reservations.expiring_claims``; this module only gathers and acts.
+The decision is ``aws/core/reservations.expiring_claims``; this module only gathers and acts.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Applying the NodeClass hash migration to a class's NodeClaims.
 
 The NodeClass controller calls ``migrate`` before it stamps a class with the current hash
-version: ``core.aws.hashmigration`` decides each claim's patch, this writes them. Ordering
+version: ``providers.aws.core.hashmigration`` decides each claim's patch, this writes them. Ordering
 matters: the claims are rewritten first, so a failure leaves the class on its old version and
 the next reconcile retries the whole migration instead of forgetting the claims it missed.
 """

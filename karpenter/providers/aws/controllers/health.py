@@ -1,7 +1,7 @@
 """Instance-health controller: failed status checks and scheduled events → NodeClaim replaced.
 
-Every minute it polls DescribeInstanceStatus (``cloud/aws/health.py``) and applies
-``core/aws/health.py``: broken instances get ``karpenter.sh/nodeclaim-termination-timestamp``
+Every minute it polls DescribeInstanceStatus (``aws/cloud/health.py``) and applies
+``aws/core/health.py``: broken instances get ``karpenter.sh/nodeclaim-termination-timestamp``
 set to now (terminate without waiting for a drain) and their claim deleted; instances with a
 scheduled event have their claim deleted (cordon and drain).
 """

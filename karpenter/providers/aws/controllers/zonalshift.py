@@ -1,7 +1,7 @@
 """Zonal-shift poller: every 30s, ARC's shifts for the cluster into the provider.
 
 The provider turns shifted zone ids into unavailable offerings and refuses terminations there
-(``core/aws/zonalshift.py``). A failed poll keeps the last known shifts, which expire on their
+(``aws/core/zonalshift.py``). A failed poll keeps the last known shifts, which expire on their
 own. Changes are logged, and posted as ``ZonalShiftActive`` / ``ZonalShiftCleared`` Events on
 the NodePools that could launch in the zone.
 """

@@ -1,6 +1,6 @@
 """The EC2NodeClass as the provider sees it: spec fields it launches with, resolved status.
 
-``api/ec2nodeclass.py`` validates the manifest and converts it to these values; the NodeClass
+``aws/api/ec2nodeclass.py`` validates the manifest and converts it to these values; the NodeClass
 controller fills ``Status`` from EC2/SSM/IAM; the provider reads both to launch. Conditions
 and reasons are upstream's.
 """
@@ -155,7 +155,7 @@ class AMI:
 
 @dataclass(frozen=True, slots=True)
 class PlacementGroup:
-    """A resolved placement group (``core/aws/placement.py`` says what it changes)."""
+    """A resolved placement group (``aws/core/placement.py`` says what it changes)."""
 
     id: str
     name: str

@@ -27,7 +27,7 @@ honestly:
   EC2's XML, notes which launch template targets which reservation, refuses fleets into a
   full reservation with ``ReservationCapacityExceeded``, forwards capacity-block fleets as
   on-demand, counts launches against the reservation and adds the reservation fields to
-  DescribeInstances answers for instances launched into one (``tests/cloud/aws/ec2_reservations``).
+  DescribeInstances answers for instances launched into one (``ec2_reservations.py``).
 - AWS-owned SSM public parameters (``/aws/service/eks/...``). PutParameter refuses the
   reserved ``/aws`` prefix, so the test seeds them into moto's in-process SSM backend, the way
   moto itself preloads ``/aws/service/ami-amazon-linux-latest``.
