@@ -1,12 +1,14 @@
 """The operator: the composition root of ``karpenter run``, owner of the one top task group.
 
-It builds everything by constructor injection (no globals): the cluster mirror and the
-informers feeding it, the event recorder, the controllers, the metrics/health server and the
-leader elector. Informers and the HTTP server run on every replica, so a standby has a warm
-mirror and answers probes; the controllers run only while this replica holds the leader
-Lease (``LeaderElector`` cancels them when it is lost). ``run_until_signalled`` turns SIGTERM
-or SIGINT into a cancellation of that task group, so every task unwinds through its
-``finally`` blocks (the Lease is released, sockets closed) before the process exits.
+It takes one ``ControllerContext`` (built once by the composition root from the host and the
+provider's plug) and builds the rest by constructor injection (no globals): the informers
+feeding the mirror (plus the provider's own), the controllers it runs (a list, feature-gated
+ones included), the metrics/health server and the leader elector. Informers and the HTTP
+server run on every replica, so a standby has a warm mirror and answers probes; the
+controllers run only while this replica holds the leader Lease (``LeaderElector`` cancels
+them when it is lost). ``run_until_signalled`` turns SIGTERM or SIGINT into a cancellation of
+that task group, so every task unwinds through its ``finally`` blocks (the Lease is released,
+sockets closed) before the process exits.
 """
 
 from __future__ import annotations
