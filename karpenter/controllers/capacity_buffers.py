@@ -20,17 +20,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-import structlog
-
-from karpenter.aio.clock import Clock
 from karpenter.api import capacitybuffer as api
 from karpenter.api.errors import DecodeError
 from karpenter.controllers import conditions
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.buffers import Buffer, desired_replicas, virtual_pods
 from karpenter.core.model.pod import Pod
 from karpenter.kube import codec, errors
-from karpenter.kube.client import KubeClient, Obj, Resource
-from karpenter.observability.metrics import Metrics
+from karpenter.kube.client import Obj, Resource
 
 CAPACITYBUFFERS = Resource(
     "autoscaling.x-k8s.io", "v1beta1", "capacitybuffers", "CapacityBuffer", namespaced=True
@@ -40,27 +37,22 @@ READY = "ReadyForProvisioning"
 INTERVAL_S = 30.0
 
 
-class CapacityBuffers:
+class CapacityBuffers(Controller):
     """The resolved buffers and their virtual pods (leader only)."""
 
     def __init__(
         self,
-        kube: KubeClient,
-        clock: Clock,
-        metrics: Metrics,
+        ctx: ControllerContext,
         *,
         interval_s: float = INTERVAL_S,
         on_change: Callable[[], None] | None = None,
     ) -> None:
-        self.kube = kube
-        self.clock = clock
-        self.metrics = metrics
+        super().__init__(ctx, "capacitybuffer")
         self.interval_s = interval_s
         self.on_change = on_change
         self.pods: tuple[Pod, ...] = ()
         self.buffers: dict[str, Buffer] = {}  # namespace/name → resolved buffer
         self._ready: Counter[tuple[str, str, str]] = Counter()  # this round's conditions
-        self._log = structlog.get_logger().bind(controller="capacitybuffer")
 
     async def run(self) -> None:
         """Resolve forever; each round also asks the provisioner for a pass."""

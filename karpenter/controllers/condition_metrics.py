@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from karpenter.aio.clock import Clock
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.kube import codec
 from karpenter.kube.client import Obj
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
 
 INTERVAL_S = 10.0
 
@@ -36,15 +34,11 @@ def _count(objects: Iterable[Obj], with_pool: bool) -> Counter[tuple[str, ...]]:
     return counts
 
 
-class ConditionMetrics:
+class ConditionMetrics(Controller):
     """Refreshes the status-condition gauges from the mirror every ``interval_s``."""
 
-    def __init__(
-        self, state: ClusterState, metrics: Metrics, clock: Clock, *, interval_s: float = INTERVAL_S
-    ) -> None:
-        self.state = state
-        self.metrics = metrics
-        self.clock = clock
+    def __init__(self, ctx: ControllerContext, *, interval_s: float = INTERVAL_S) -> None:
+        super().__init__(ctx, "metrics.conditions")
         self.interval_s = interval_s
 
     async def run(self) -> None:

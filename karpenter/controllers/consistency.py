@@ -8,41 +8,31 @@ Every ``scan_period_s`` (10 minutes, as upstream) per NodeClaim, the pure check
 
 from __future__ import annotations
 
-import structlog
-
-from karpenter.aio.clock import Clock
 from karpenter.controllers import conditions
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.consistency import node_shape_issues
 from karpenter.kube import codec, errors, events
-from karpenter.kube.client import NODECLAIMS, KubeClient, Obj
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS, Obj
 
 CONDITION = "ConsistentStateFound"
 SCAN_PERIOD_S = 10 * 60.0
 TICK_S = 10.0
 
 
-class Consistency:
+class Consistency(Controller):
     """Checks each initialized NodeClaim's Node once per scan period."""
 
     def __init__(
         self,
-        kube: KubeClient,
-        state: ClusterState,
-        recorder: events.EventRecorder,
-        clock: Clock,
+        ctx: ControllerContext,
         *,
         scan_period_s: float = SCAN_PERIOD_S,
         tick_s: float = TICK_S,
     ) -> None:
-        self.kube = kube
-        self.state = state
-        self.recorder = recorder
-        self.clock = clock
+        super().__init__(ctx, "nodeclaim.consistency")
         self.scan_period_s = scan_period_s
         self.tick_s = tick_s
         self.last_scanned: dict[str, float] = {}  # NodeClaim uid → when
-        self._log = structlog.get_logger().bind(controller="nodeclaim.consistency")
 
     async def run(self) -> None:
         """Check what is due, forever."""

@@ -9,30 +9,22 @@ see (``operator_nodeclaim_status_condition_count``).
 
 from __future__ import annotations
 
-import structlog
-
-from karpenter.aio.clock import Clock
 from karpenter.controllers import conditions
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.consolidatable import consolidatable
 from karpenter.kube import codec, errors
-from karpenter.kube.client import NODECLAIMS, KubeClient, Obj
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS, Obj
 
 CONDITION = "Consolidatable"
 INTERVAL_S = 10.0
 
 
-class ConsolidatableWatch:
+class ConsolidatableWatch(Controller):
     """Keeps every NodeClaim's ``Consolidatable`` condition in step with its NodePool."""
 
-    def __init__(
-        self, kube: KubeClient, state: ClusterState, clock: Clock, *, interval_s: float = INTERVAL_S
-    ) -> None:
-        self.kube = kube
-        self.state = state
-        self.clock = clock
+    def __init__(self, ctx: ControllerContext, *, interval_s: float = INTERVAL_S) -> None:
+        super().__init__(ctx, "nodeclaim.consolidatable")
         self.interval_s = interval_s
-        self._log = structlog.get_logger().bind(controller="nodeclaim.consolidatable")
 
     async def run(self) -> None:
         """Reconcile forever, waking early for the next window that closes."""

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import anyio
 import anyio.to_thread
-import structlog
 
-from karpenter.aio.clock import Clock
-from karpenter.cloud.provider import CloudProvider
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.disruption_queue import (
     CONSOLIDATION_TYPE,
     REPLACEMENT_TIMEOUT_S,
@@ -37,12 +35,8 @@ from karpenter.core.disruption.commands import (
     Command,
 )
 from karpenter.core.disruption.planner import decide
-from karpenter.core.model.cluster import Options
 from karpenter.core.provisioning.build import Reuse
-from karpenter.kube import errors, events
-from karpenter.kube.client import KubeClient
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
+from karpenter.kube import errors
 
 POLL_S = 10.0
 VALIDATION_S = 15.0
@@ -54,41 +48,26 @@ def _signature(command: Command) -> tuple[str, tuple[str, ...], int]:
     return command.method, tuple(sorted(command.names)), len(command.replacements)
 
 
-class Disruption:
+class Disruption(Controller):
     """Decides with the core and hands commands to the disruption queue (leader only)."""
 
     def __init__(
         self,
-        kube: KubeClient,
-        state: ClusterState,
-        cloud: CloudProvider,
-        recorder: events.EventRecorder,
-        clock: Clock,
-        options: Options,
-        metrics: Metrics,
+        ctx: ControllerContext,
         *,
         poll_s: float = POLL_S,
         validation_s: float = VALIDATION_S,
         replacement_timeout_s: float = REPLACEMENT_TIMEOUT_S,
         quiet_refresh_s: float = QUIET_REFRESH_S,
     ) -> None:
-        self.kube = kube
-        self.state = state
-        self.cloud = cloud
-        self.recorder = recorder
-        self.clock = clock
-        self.options = options
-        self.metrics = metrics
+        super().__init__(ctx, "disruption")
         self.poll_s = poll_s
         self.validation_s = validation_s
-        self.queue = DisruptionQueue(
-            kube, state, recorder, clock, metrics, replacement_timeout_s=replacement_timeout_s
-        )
+        self.queue = DisruptionQueue(ctx, replacement_timeout_s=replacement_timeout_s)
         self.quiet_refresh_s = quiet_refresh_s
         self._quiet: tuple[int, float] | None = None  # (state version, when) of a quiet pass
         self._reuse = Reuse()
         self._memo = SurveyMemo()
-        self._log = structlog.get_logger().bind(controller="disruption")
 
     @property
     def executed(self) -> list[Command]:

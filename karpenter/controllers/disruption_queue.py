@@ -28,10 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
-from karpenter.aio.clock import Clock
 from karpenter.controllers import conditions
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.provisioner import create_nodeclaim
 from karpenter.core.disruption.commands import (
     METHOD_EMPTINESS,
@@ -41,9 +39,7 @@ from karpenter.core.disruption.commands import (
 )
 from karpenter.core.model import labels as lbl
 from karpenter.kube import codec, errors, events
-from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Obj
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS, NODES, Obj
 
 COMMAND_ANNOTATION = "karpenter.sh/disruption-command"
 REPLACEMENT_ANNOTATION = "karpenter.sh/disruption-replacement-of"
@@ -91,26 +87,18 @@ def _parse(text: str) -> dict[str, Any] | None:
     return body if isinstance(body, dict) and isinstance(body.get("id"), str) else None
 
 
-class DisruptionQueue:
+class DisruptionQueue(Controller):
     """Commands in flight (leader only); ``held`` tells the decider which nodes to leave alone."""
 
     def __init__(
         self,
-        kube: KubeClient,
-        state: ClusterState,
-        recorder: events.EventRecorder,
-        clock: Clock,
-        metrics: Metrics,
+        ctx: ControllerContext,
         *,
         replacement_timeout_s: float = REPLACEMENT_TIMEOUT_S,
         backoff_base_s: float = BACKOFF_BASE_S,
         backoff_max_s: float = BACKOFF_MAX_S,
     ) -> None:
-        self.kube = kube
-        self.state = state
-        self.recorder = recorder
-        self.clock = clock
-        self.metrics = metrics
+        super().__init__(ctx, "disruption.queue")
         self.replacement_timeout_s = replacement_timeout_s
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
@@ -119,7 +107,6 @@ class DisruptionQueue:
         self.failed: list[InFlight] = []  # rolled back, newest last (bounded)
         self.backoff: dict[str, tuple[float, float]] = {}  # node → (until, current delay)
         self.adopted = False
-        self._log = structlog.get_logger().bind(controller="disruption.queue")
 
     # ---- what the decider asks ----------------------------------------------------------------
     def held(self) -> dict[str, str]:

@@ -10,32 +10,24 @@ after a restart a window is seeded from the stored condition.
 
 from __future__ import annotations
 
-import structlog
-
-from karpenter.aio.clock import Clock
 from karpenter.controllers import conditions
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core import registration
 from karpenter.core.model.node import NodeClaim
 from karpenter.kube import codec, errors
-from karpenter.kube.client import NODEPOOLS, KubeClient, Obj
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODEPOOLS, Obj
 
 CONDITION = "NodeRegistrationHealthy"
 INTERVAL_S = 5.0
 
 
-class RegistrationHealth:
+class RegistrationHealth(Controller):
     """Per-NodePool registration windows and the condition they drive."""
 
-    def __init__(
-        self, kube: KubeClient, state: ClusterState, clock: Clock, *, interval_s: float = INTERVAL_S
-    ) -> None:
-        self.kube = kube
-        self.state = state
-        self.clock = clock
+    def __init__(self, ctx: ControllerContext, *, interval_s: float = INTERVAL_S) -> None:
+        super().__init__(ctx, "nodepool.registrationhealth")
         self.interval_s = interval_s
         self.windows: dict[str, registration.History] = {}  # NodePool uid → outcomes
-        self._log = structlog.get_logger().bind(controller="nodepool.registrationhealth")
 
     async def observe(
         self, claim: NodeClaim, owners: list[Obj], registered: bool, reason: str, message: str

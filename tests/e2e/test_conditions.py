@@ -14,6 +14,7 @@ from karpenter.core.buffers import FAKE_POD_ANNOTATION
 from karpenter.kube import client as kc
 from karpenter.kube import codec
 from karpenter.kube.client import Obj
+from karpenter.providers.simulated.cloud import SimulatedCloud
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 
@@ -118,7 +119,8 @@ async def test_node_registration_healthy(control_plane: ControlPlane) -> None:
 
         await harness.eventually(lambda: status("True"), "NodeRegistrationHealthy=True")
         op.lifecycle.registration_timeout_s = 2.0
-        op_cloud: Any = op.cloud
+        op_cloud = op.cloud
+        assert isinstance(op_cloud, SimulatedCloud)
         op_cloud.boot_delay_s = 3600.0  # instances launch, their Nodes never appear
         for i in range(2):
             await kube.create(kc.PODS, harness.pod(f"stuck-{i}", pool, cpu="3"), ns)

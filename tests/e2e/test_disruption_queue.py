@@ -19,6 +19,7 @@ from karpenter.core.model import labels as lbl
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
 from karpenter.operator import Operator
+from karpenter.providers.simulated.cloud import SimulatedCloud
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 
@@ -172,7 +173,8 @@ async def test_failed_replacement_rolls_back_with_backoff(control_plane: Control
         name = codec.name(first)
         node = first["status"]["nodeName"]
         refused = OfferingRef("fake-it-1", "test-zone-1", "on-demand")
-        op_cloud: Any = op.cloud
+        op_cloud = op.cloud
+        assert isinstance(op_cloud, SimulatedCloud)
         op_cloud.inject_create_errors(
             *(InsufficientCapacityError("no capacity", (refused,)) for _ in range(5)),
             nodepool=pool,
