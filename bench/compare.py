@@ -3,9 +3,10 @@
 For each size, writes the benchmark scenario (``bench/scenario.py``: ``--pods`` for provisioning,
 ``--nodes`` for disruption), runs ``karpenter simulate`` once with the other ref's code (a
 ``git archive`` in a temporary directory) and once with this tree's, and prints a table: wall
-time, peak RSS, and what decides whether the change is safe — provisioning: NodeClaims, price,
-unschedulable pods; disruption: commands, price before → after. "same doc" says whether the
-two JSON documents are identical. Exits 1 when a fleet differs (more nodes or a higher price).
+time (and CPU time, which a shared machine disturbs less), peak RSS, and what decides whether
+the change is safe — provisioning: NodeClaims, price, unschedulable pods; disruption: commands,
+price before → after. "same doc" says whether the two JSON documents are identical. Exits 1
+when a fleet differs (more nodes or a higher price).
 Run from the repository root: ``python bench/compare.py --base main --pods 1000,5000``.
 """
 
@@ -32,8 +33,8 @@ def _archive(ref: str, into: Path) -> None:
     subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
 
 
-def _simulate(code: Path, scenario: Path, disruption: bool) -> tuple[dict[str, Any], float, float]:
-    """The JSON document, wall seconds and peak RSS (MiB) of one run."""
+def _simulate(code: Path, scenario: Path, disruption: bool) -> tuple[dict[str, Any], str, float]:
+    """The JSON document, "wall s (CPU s)" and peak RSS (MiB) of one run."""
     args = [sys.executable, "-m", "karpenter", "simulate", str(scenario), "--output", "json"]
     if disruption:
         args += ["--disruption", "--now", NOW]
@@ -46,7 +47,8 @@ def _simulate(code: Path, scenario: Path, disruption: bool) -> tuple[dict[str, A
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"simulate failed under {code}")
         out.seek(0)
-        return json.load(out), elapsed, usage.ru_maxrss / 1024
+        cpu = usage.ru_utime + usage.ru_stime
+        return json.load(out), f"{elapsed:.1f} ({cpu:.1f})", usage.ru_maxrss / 1024
 
 
 def _summary(doc: dict[str, Any], disruption: bool) -> tuple[Any, ...]:
@@ -76,7 +78,7 @@ def compare(base: Path, flag: str, size: int, scratch: Path) -> bool:
     doc_m, time_m, rss_m = _simulate(ROOT, scenario, disruption)
     sum_b, sum_m = _summary(doc_b, disruption), _summary(doc_m, disruption)
     print(
-        f"| {flag[2:]} | {size} | {time_b:.1f} / {time_m:.1f} | {rss_b:.0f} / {rss_m:.0f} | "
+        f"| {flag[2:]} | {size} | {time_b} / {time_m} | {rss_b:.0f} / {rss_m:.0f} | "
         f"{sum_b} | {sum_m} | {doc_b == doc_m} |",
         flush=True,
     )
@@ -91,7 +93,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average: {os.getloadavg()[0]:.2f}")
     ref = args.base
-    print(f"| mode | size | wall s ({ref} / this) | peak RSS MiB | {ref} | this | same doc |")
+    print(f"| mode | size | wall (CPU) s, {ref} / this | peak RSS MiB | {ref} | this | same doc |")
     print("|---|---|---|---|---|---|---|")
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
