@@ -189,19 +189,16 @@ def test_prefilter_only_skips_what_ifs_that_say_no(variant: str, seed: int) -> N
 
 
 def _crowded_spot(seed: int) -> Cluster:
-    """Spot nodes whose biggest pods fit on no other node (a replacement is certain)."""
+    """Full nodes, and one oversized spot node whose pod fits nowhere else but on a cheaper type."""
     rng = random.Random(seed)
-    types = b.catalog()
-    nodes, pods = [], []
-    for i in range(12):
-        it = types[rng.randrange(2, len(types))]
-        ctype = "spot" if rng.random() < 0.75 else "on-demand"
+    types = {it.name: it for it in b.catalog()}
+    nodes = [b.managed_node("n-big", types["m-16x"], zone=ZONES[seed % 3], capacity_type="spot")]
+    pods = [b.bound("n-big", cpu="7", memory="2Gi")]
+    for i in range(6):
         name = f"n-{i:03d}"
-        nodes.append(b.managed_node(name, it, zone=ZONES[i % 3], capacity_type=ctype))
-        big = it.allocatable[res.CPU] - 300 - rng.randrange(0, 3) * 100
-        pods.append(b.bound(name, cpu=f"{big}m", memory="1Gi"))
-        if rng.random() < 0.5:
-            pods.append(b.bound(name, cpu="100m", memory="128Mi"))
+        ctype = rng.choice(("spot", "on-demand"))
+        nodes.append(b.managed_node(name, types["m-8x"], zone=ZONES[i % 3], capacity_type=ctype))
+        pods.append(b.bound(name, cpu="7500m", memory="2Gi"))
     return b.cluster([b.nodepool()], nodes=tuple(nodes), pods=tuple(pods))
 
 

@@ -116,8 +116,6 @@ def cannot_consolidate(ps: DisruptionPass, candidates: Sequence[Candidate]) -> s
     residual = {k: v for k, v in residual.items() if v > 0}
     if not residual:
         return ""
-    if _spot_only(ps, candidates):
-        return SPOT_TO_SPOT_DISABLED
     floor = _cheapest_holding(ps, residual)
     if floor is None:
         return (
@@ -125,7 +123,7 @@ def cannot_consolidate(ps: DisruptionPass, candidates: Sequence[Candidate]) -> s
             " the pods and no instance type holds that much"
         )
     if floor < sum(c.price for c in candidates):
-        return ""
+        return SPOT_TO_SPOT_DISABLED if _spot_only(ps, candidates) else ""
     return (
         f"NotCheaper: the other nodes lack room for {res.describe(residual)} of the pods and"
         " no instance type that holds it is cheaper"
