@@ -11,7 +11,7 @@ simulated cloud (see ``launch``).
 from __future__ import annotations
 
 import argparse
-import json
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from karpenter import launch
 from karpenter import settings as settings_mod
 from karpenter.providers import registry
 from karpenter.simulate import loader, output, runner
@@ -86,6 +85,9 @@ def simulate(args: argparse.Namespace) -> int:
         scenario = loader.load(list(args.files), stdin_text, settings)
     except loader.ScenarioError as err:
         return _fail(str(err))
+    # The snapshot lives until the process exits: collections during the solve need not
+    # rescan its millions of objects.
+    gc.freeze()
     for note in scenario.notes:
         print(f"karpenter: note: {note}", file=sys.stderr)
     now = args.now if args.now is not None else datetime.now(UTC).timestamp()  # noqa: TID251 - the CLI is the shell; the core takes `now` as an argument
@@ -98,8 +100,7 @@ def simulate(args: argparse.Namespace) -> int:
         table = output.provisioning_table
     fmt = args.output or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(output.dumps(doc) + "\n")
     else:
         print(table(doc))
     return 0
@@ -112,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "simulate":
             return simulate(args)
         if args.command in ("run", "sandbox"):
+            # Imported here: the controller's SDKs and event loop cost simulate 0.8 s to load.
+            from karpenter import launch  # noqa: PLC0415
+
             return launch.main(args)
     except BrokenPipeError:
         # The reader went away (``| head``); nothing left to say, and no traceback.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from karpenter.api.errors import DecodeError
@@ -43,6 +44,8 @@ T = TypeVar("T")
 
 def map_of(value: Any, path: str) -> Obj:
     """``value`` as an object ({} when absent)."""
+    if type(value) is dict:  # the common case, without an ABC check
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -51,6 +54,8 @@ def map_of(value: Any, path: str) -> Obj:
 
 
 def _list(value: Any, path: str) -> list[Any]:
+    if type(value) is list:
+        return value
     if value is None:
         return []
     if not isinstance(value, list):
@@ -59,6 +64,8 @@ def _list(value: Any, path: str) -> list[Any]:
 
 
 def _str_map(value: Any, path: str) -> dict[str, str]:
+    if type(value) is dict and all(type(k) is str and type(v) is str for k, v in value.items()):
+        return dict(value)
     out = {}
     for k, v in map_of(value, path).items():
         if not isinstance(v, (str, int, float, bool)):
@@ -323,7 +330,18 @@ def _host_ports(spec: Obj, path: str) -> tuple[HostPort, ...]:
     return tuple(ports)
 
 
-def _affinity(spec: Obj, path: str) -> dict[str, Any]:
+_NO_AFFINITY: Obj = MappingProxyType(
+    {
+        f"{kind}_{what}": ()
+        for kind in ("required", "preferred")
+        for what in ("node_terms", "affinity", "anti_affinity")
+    }
+)
+
+
+def _affinity(spec: Obj, path: str) -> Obj:
+    if spec.get("affinity") is None:
+        return _NO_AFFINITY  # most pods
     aff = map_of(spec.get("affinity"), f"{path}.affinity")
     p = f"{path}.affinity"
     node = map_of(aff.get("nodeAffinity"), f"{p}.nodeAffinity")

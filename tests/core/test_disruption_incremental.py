@@ -31,7 +31,7 @@ from karpenter.core.disruption.planner import (
     name_replacements,
     plan,
 )
-from karpenter.core.disruption.prefilter import cannot_consolidate
+from karpenter.core.disruption.prefilter import SPOT_TO_SPOT_DISABLED, cannot_consolidate
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.node import Node
@@ -186,6 +186,37 @@ def test_prefilter_only_skips_what_ifs_that_say_no(variant: str, seed: int) -> N
             pruned += 1
             assert isinstance(consolidate(ps, group, METHOD_MULTI), NoOp), [c.name for c in group]
     assert pruned > 0
+
+
+def _crowded_spot(seed: int) -> Cluster:
+    """Full nodes, and one oversized spot node whose pod fits nowhere else but on a cheaper type."""
+    rng = random.Random(seed)
+    types = {it.name: it for it in b.catalog()}
+    nodes = [b.managed_node("n-big", types["m-16x"], zone=ZONES[seed % 3], capacity_type="spot")]
+    pods = [b.bound("n-big", cpu="7", memory="2Gi")]
+    for i in range(6):
+        name = f"n-{i:03d}"
+        ctype = rng.choice(("spot", "on-demand"))
+        nodes.append(b.managed_node(name, types["m-8x"], zone=ZONES[i % 3], capacity_type=ctype))
+        pods.append(b.bound(name, cpu="7500m", memory="2Gi"))
+    return b.cluster([b.nodepool()], nodes=tuple(nodes), pods=tuple(pods))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spot_prefilter_only_skips_what_ifs_that_say_no(seed: int) -> None:
+    """Without SpotToSpot, spot candidates needing a replacement are skipped only on a no."""
+    crowded, mixed = _crowded_spot(seed), _cluster(seed, "spot", nodes=30, fill=20)
+    for cluster, must_fire in ((crowded, True), (mixed, False)):
+        ps = new_pass(cluster, Options(spot_to_spot_consolidation=False), NOW)
+        ranked = consolidation_candidates(ps)
+        groups = [[c] for c in ranked] + [ranked[:k] for k in range(2, len(ranked) + 1)]
+        pruned = 0
+        for group in groups:
+            if cannot_consolidate(ps, group) == SPOT_TO_SPOT_DISABLED:
+                pruned += 1
+                verdict = consolidate(ps, group, METHOD_MULTI)
+                assert isinstance(verdict, NoOp), [c.name for c in group]
+        assert pruned > 0 or not must_fire  # guard: the rule does fire where it should
 
 
 def test_free_index_yields_exactly_the_plain_scan() -> None:

@@ -9,6 +9,13 @@ candidates' price (cheapest offering), no replacement can be cheaper. Both bound
 overestimate the room elsewhere and underestimate the replacement's price, so skipping never
 loses a command; it only saves solver passes (multi-node probes and the many single nodes of
 a busy cluster that can neither be emptied nor replaced).
+
+Spot candidates without SpotToSpotConsolidation: once a replacement is certain (a positive
+residual) and it could only be spot-capable, the answer is no. It could only be spot-capable
+when nothing can narrow its zones or capacity types: every NodePool allows spot, every type
+with an offering in a pool's zones offers spot there, no offering is reserved, and no pod that
+the what-if places (the candidates', pending ones, those of deleting nodes) nor any pod with
+required anti-affinity constrains where pods go.
 """
 
 from __future__ import annotations
@@ -16,10 +23,20 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from karpenter.core.disruption.candidates import Candidate
+from karpenter.core.disruption.candidates import Candidate, reschedulable
 from karpenter.core.disruption.context import DisruptionPass
+from karpenter.core.disruption.simulation import pending_pods
+from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
+from karpenter.core.model.pod import Pod
 from karpenter.core.model.resources import Resources
+from karpenter.core.provisioning.build import template_requirements
+from karpenter.core.scheduling.requirements import Requirement
+
+SPOT_TO_SPOT_DISABLED = (
+    "SpotToSpotDisabled: SpotToSpotConsolidation is disabled, can't replace a spot node with a"
+    " spot node"
+)
 
 
 def _free(ps: DisruptionPass) -> dict[str, dict[str, int]]:
@@ -106,8 +123,59 @@ def cannot_consolidate(ps: DisruptionPass, candidates: Sequence[Candidate]) -> s
             " the pods and no instance type holds that much"
         )
     if floor < sum(c.price for c in candidates):
-        return ""
+        return SPOT_TO_SPOT_DISABLED if _spot_only(ps, candidates) else ""
     return (
         f"NotCheaper: the other nodes lack room for {res.describe(residual)} of the pods and"
         " no instance type that holds it is cheaper"
     )
+
+
+def _free_to_go_anywhere(pod: Pod) -> bool:
+    """The pod narrows no claim's zones or capacity types (no placement constraint at all)."""
+    return not (
+        pod.node_selector
+        or pod.required_node_terms
+        or pod.preferred_node_terms
+        or pod.topology_spread
+        or pod.required_affinity
+        or pod.preferred_affinity
+        or pod.required_anti_affinity
+        or pod.preferred_anti_affinity
+        or pod.pvc_names
+    )
+
+
+_ANY = Requirement("", True, frozenset())
+
+
+def _spot_everywhere(ps: DisruptionPass) -> bool:
+    """Every claim a what-if on this snapshot makes could be spot (see the module docstring)."""
+    cluster = ps.cluster
+    for pool in cluster.nodepools:
+        reqs = template_requirements(pool)
+        if not reqs.get(lbl.CAPACITY_TYPE, _ANY).has(lbl.CAPACITY_TYPE_SPOT):
+            return False
+        zones = reqs.get(lbl.ZONE, _ANY)
+        for it in cluster.instance_types.get(pool.name, ()):
+            offered = [o for o in it.offerings if o.available and zones.has(o.zone)]
+            if any(o.capacity_type == lbl.CAPACITY_TYPE_RESERVED for o in it.offerings):
+                return False
+            if offered and all(o.capacity_type != lbl.CAPACITY_TYPE_SPOT for o in offered):
+                return False
+    if ps.reuse.snapshot(cluster).anti_owners:
+        return False
+    waiting = pending_pods(cluster) + [
+        p for s in ps.states if s.deleting for p in s.pods if reschedulable(p)
+    ]
+    return all(_free_to_go_anywhere(p) for p in waiting)
+
+
+def _spot_only(ps: DisruptionPass, candidates: Sequence[Candidate]) -> bool:
+    """A replacement of these candidates would be spot, which SpotToSpot must allow."""
+    if ps.options.spot_to_spot_consolidation:
+        return False
+    if any(c.capacity_type != lbl.CAPACITY_TYPE_SPOT for c in candidates):
+        return False
+    if not ps.reuse.derived(ps.cluster, "prefilter.spot", lambda: _spot_everywhere(ps)):
+        return False
+    return all(_free_to_go_anywhere(p) for c in candidates for p in c.pods)

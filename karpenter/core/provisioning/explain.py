@@ -8,8 +8,6 @@ exceeded", "incompatible with NodePool default: requirement ... vs NodePool ..."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from karpenter.core.model import resources as res
 from karpenter.core.provisioning.build import PassContext
 from karpenter.core.provisioning.podwork import PodWork
@@ -20,14 +18,14 @@ from karpenter.core.scheduling.requirements import Requirements
 from karpenter.core.scheduling.taints import untolerated
 
 
-def reason(ctx: PassContext, work: PodWork, volumes: PodVolumes, claims: Sequence[Claim]) -> str:
+def reason(ctx: PassContext, work: PodWork, volumes: PodVolumes) -> str:
     """Why ``work`` fits no NodePool (one clause per pool, joined by '; ')."""
     if not ctx.templates:
         if ctx.skipped_pools:
             return "; ".join(f"NodePool {n}: {why}" for n, why in sorted(ctx.skipped_pools.items()))
         return "no NodePool is ready to provision nodes"
     single = len(ctx.templates) == 1
-    parts = [_template_reason(ctx, t, work, volumes, claims, single) for t in ctx.templates]
+    parts = [_template_reason(ctx, t, work, volumes, single) for t in ctx.templates]
     return "; ".join(parts)
 
 
@@ -72,7 +70,6 @@ def _template_reason(
     template: Template,
     work: PodWork,
     volumes: PodVolumes,
-    claims: Sequence[Claim],
     single: bool,
 ) -> str:
     pool = template.nodepool.name
@@ -92,7 +89,7 @@ def _template_reason(
     fit = compat & template.fit_mask(work.pod.requests, work.pod.host_ports)
     if not fit:
         return _resource_reason(template, work, compat, single)
-    exceeded = ctx.limits.exceeded(template, claims, fit)
+    exceeded = ctx.limits.exceeded(template, fit)
     if exceeded:
         return f"NodePool {pool}: limits {', '.join(exceeded)} exceeded"
     probe = Claim(template, "hostname-placeholder-probe", template.requirements, template.base_mask)

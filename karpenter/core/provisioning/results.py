@@ -160,13 +160,39 @@ def _options(ctx: PassContext, claim: Claim) -> _Options:
 
 _NOT_RESERVED = Requirement(lbl.CAPACITY_TYPE, True, frozenset((lbl.CAPACITY_TYPE_RESERVED,)))
 
+# A claim's launch options: (truncated, their types, the requirements that pin them).
+_Choice = tuple[list[tuple[int, Offering]], tuple[InstanceType, ...], Requirements]
+# Per pass: claims alike in pool, zone, capacity type, types and reservations launch alike.
+ChoiceMemo = dict[tuple[object, ...], _Choice]
 
-def finalize_claim(ctx: PassContext, claim: Claim) -> NewNodeClaim | str:
+
+def _choice(ctx: PassContext, claim: Claim, memo: ChoiceMemo | None) -> _Choice:
+    """``_options`` with the types it keeps, shared by claims that would compute the same."""
+    reqs = claim.requirements
+    key = (
+        claim.template.index,
+        reqs.get(lbl.ZONE),
+        reqs.get(lbl.CAPACITY_TYPE),
+        claim.mask,
+        claim.reserved,
+    )
+    found = memo.get(key) if memo is not None else None
+    if found is None:
+        truncated, pins = _options(ctx, claim)
+        kept = tuple(claim.template.catalog.types[i] for i, _ in truncated)
+        names = Requirement(lbl.INSTANCE_TYPE, False, frozenset(it.name for it in kept))
+        found = (truncated, kept, Requirements((names, *pins)))
+        if memo is not None:
+            memo[key] = found
+    return found
+
+
+def finalize_claim(
+    ctx: PassContext, claim: Claim, memo: ChoiceMemo | None = None
+) -> NewNodeClaim | str:
     """Turn a claim into a NewNodeClaim, or say why it cannot be launched."""
     t = claim.template
-    catalog = t.catalog
-    truncated, pins = _options(ctx, claim)
-    kept = [catalog.types[i] for i, _ in truncated]
+    truncated, kept, pinned = _choice(ctx, claim, memo)
     failures = min_values_met(claim.requirements, kept)
     if failures and t.strict_min_values:
         return "; ".join(failures) + " after truncating to the cheapest instance types"
@@ -176,11 +202,7 @@ def finalize_claim(ctx: PassContext, claim: Claim) -> NewNodeClaim | str:
     launch = Launch(
         launched.name, offer.zone, offer.capacity_type, offer.price, offer.reservation_id
     )
-    reqs = claim.requirements.without(PLACEHOLDER_KEYS | {lbl.HOSTNAME}).intersect(
-        Requirements(
-            (Requirement(lbl.INSTANCE_TYPE, False, frozenset(it.name for it in kept)), *pins)
-        )
-    )
+    reqs = claim.requirements.without(PLACEHOLDER_KEYS | {lbl.HOSTNAME}).intersect(pinned)
     overhead = res.minimum(g.overhead for g in t.daemon_groups if g.mask & claim.mask)
     pool = t.nodepool
     labels = node_labels(claim.requirements, launched, launch, pool.template.labels)
@@ -195,7 +217,7 @@ def finalize_claim(ctx: PassContext, claim: Claim) -> NewNodeClaim | str:
         pool.name,
         claim.hostname,
         reqs,
-        tuple(kept),
+        kept,
         launch,
         dict(sorted(labels.items())),
         pool.template.taints,
@@ -215,8 +237,9 @@ def finalize(
     """Build the Results of a pass (``deferred``: pods waiting for reserved capacity)."""
     unschedulable = dict(reasons)
     new_claims = []
+    memo: ChoiceMemo = {}
     for claim in claims:
-        outcome = finalize_claim(ctx, claim)
+        outcome = finalize_claim(ctx, claim, memo)
         if isinstance(outcome, str):
             for pod in claim.pods:
                 unschedulable[pod.key] = outcome

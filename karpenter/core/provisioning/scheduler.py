@@ -125,7 +125,7 @@ class Scheduler:
                 self.deferred.add(work.pod.key)
                 return False
             if not work.relax(self.ctx.prefer_no_schedule_pools):
-                self._reasons[work.pod.key] = explain.reason(self.ctx, work, volumes, self.claims)
+                self._reasons[work.pod.key] = explain.reason(self.ctx, work, volumes)
                 return False
 
     def _groups_of(self, work: PodWork) -> PodGroups:
@@ -194,7 +194,7 @@ class Scheduler:
         for template in self.ctx.templates:
             if template.index in memo.fresh:
                 continue
-            limit_mask = self.ctx.limits.mask(template, self.claims)
+            limit_mask = self.ctx.limits.mask(template)
             if limit_mask == 0:
                 continue
             claim = Claim(
@@ -228,6 +228,7 @@ class Scheduler:
         claim.requirements = fit.requirements
         claim.requests = fit.requests
         claim.mask = fit.mask
+        self.ctx.limits.commit(claim)
         claim.min_values_relaxed = fit.min_values_relaxed
         if self.reserved is not None and (fit.reserved or claim.reserved):
             self.reserved.manager.hold(claim.hostname, fit.reserved)
