@@ -92,6 +92,8 @@ def reschedule(
         reuse=reuse,
         # A what-if must not stall on reserved capacity: replacements may fall back.
         reservation_mode=FALLBACK,
+        # First fit answers "do the pods fit elsewhere?"; splitting is consolidation's call.
+        repack=False,
     )
     claims = tuple(c for c in results.new_claims if any(p.key in keys for p in c.pods))
     moves: list[tuple[str, str]] = []
