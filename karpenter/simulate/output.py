@@ -6,6 +6,7 @@ label is that name. Prices are rounded to 6 decimals so float noise never reache
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,21 @@ JSON = dict[str, Any]
 
 def _price(value: float) -> float:
     return round(value, 6)
+
+
+def cost_json(price: float, bound: float | None) -> JSON:
+    """The fleet's price, a lower bound no valid fleet beats, and their ratio.
+
+    The bound is rounded down (it stays a bound); the ratio is null when there is no bound
+    above zero for a positive price."""
+    floor = math.floor((bound or 0.0) * 1e6) / 1e6
+    if price <= 0 and floor <= 0:
+        ratio: float | None = 1.0
+    elif floor > 0:
+        ratio = round(price / floor, 4)
+    else:
+        ratio = None
+    return {"perHour": _price(price), "lowerBoundPerHour": floor, "ratio": ratio}
 
 
 def _taint(t: Taint) -> JSON:
@@ -70,6 +86,7 @@ def provisioning_json(results: Results) -> JSON:
             for key, reason in sorted(results.unschedulable.items())
         ],
         "pricePerHour": _price(results.price),
+        "cost": cost_json(results.price, results.lower_bound),
     }
 
 
@@ -96,6 +113,13 @@ def provisioning_table(doc: JSON) -> str:
         f" pod(s) on them, {sum(len(n['pods']) for n in doc['existingNodes'])} on existing nodes;"
         f" {doc['pricePerHour']:.4f} USD/hour"
     )
+    cost = doc.get("cost")
+    if cost:
+        ratio = "n/a" if cost["ratio"] is None else f"{cost['ratio']:.3f}"
+        lines.append(
+            f"cost: {cost['perHour']:.4f} USD/hour, lower bound {cost['lowerBoundPerHour']:.4f}"
+            f" (ratio {ratio})"
+        )
     if doc["unschedulable"]:
         lines.append(f"{len(doc['unschedulable'])} pod(s) cannot be scheduled:")
         lines.extend(f"  {u['pod']}: {u['reason']}" for u in doc["unschedulable"])

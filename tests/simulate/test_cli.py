@@ -35,7 +35,10 @@ def doc(path: str) -> dict:  # type: ignore[type-arg]
 def test_contract_shape() -> None:
     """The provisioning document has exactly the contract's keys and a consistent price."""
     out = doc("webapp-zonal-spread.yaml")
-    assert set(out) == {"nodeClaims", "existingNodes", "unschedulable", "pricePerHour"}
+    assert set(out) == {"nodeClaims", "existingNodes", "unschedulable", "pricePerHour", "cost"}
+    assert set(out["cost"]) == {"perHour", "lowerBoundPerHour", "ratio"}
+    assert out["cost"]["perHour"] == out["pricePerHour"]
+    assert 0 < out["cost"]["lowerBoundPerHour"] <= out["pricePerHour"]
     claim = out["nodeClaims"][0]
     assert set(claim) == {"name", "nodePool", "instanceTypes", "launch", "labels", "taints", "pods"}
     assert claim["name"] == "simulated-1"

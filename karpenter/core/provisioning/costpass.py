@@ -39,6 +39,9 @@ from karpenter.core.scheduling.requirements import Requirements
 OPTIMAL = "optimal"
 FIRSTFIT = "firstfit"
 POLICIES = (OPTIMAL, FIRSTFIT)
+# Claims with pinned pods are modelled as bins of their own kind; beyond this many kinds in
+# a class they are left as they are (a work limit: rows and pricing grow with kinds).
+MAX_PINNED_KINDS = 8
 _EPS = 1e-9
 
 
@@ -201,8 +204,9 @@ def _plan(
     solved: dict[tuple[object, ...], list[packing.Bin]],
 ) -> dict[int, Planned] | None:
     """Where each placement of the class goes when repacked (None: keep the class as is)."""
-    shape = _shape(cls, placements, ctx.topology)
-    if shape is None:
+    cls = _freeze(cls, placements, ctx.topology)
+    shape = _shape(cls, placements, ctx.topology) if cls.claims else None
+    if shape is None or not shape.problem.demand:
         return None
     incumbent = _incumbent(shape, cls, placements)
     if incumbent is None:
@@ -214,6 +218,27 @@ def _plan(
     if packing.cost(shape.problem, bins) >= packing.cost(shape.problem, incumbent) - _EPS:
         return None
     return _assign(cls, shape, bins, hostname)
+
+
+def _freeze(cls: _Class, placements: Sequence[Placement], topology: Topology) -> _Class:
+    """The class without its claims holding pinned pods when those are of too many kinds
+    (distinct contents) to model: such claims then stay exactly as the first pass left them."""
+    kinds: set[tuple[tuple[str, int], ...]] = set()
+    held: set[int] = set()
+    for index in cls.placements:
+        placement = placements[index]
+        if pinned(placement, topology):
+            held.add(id(placement.target))
+    if not held:
+        return cls
+    for claim in cls.claims:
+        if id(claim) in held:
+            kinds.add(tuple(sorted(claim.requests.items())))
+    if len(kinds) <= MAX_PINNED_KINDS:
+        return cls
+    keep = [c for c in cls.claims if id(c) not in held]
+    indexes = [i for i in cls.placements if id(placements[i].target) not in held]
+    return _Class(cls.template, cls.requirements, keep, indexes)
 
 
 def _names(cls: _Class, placements: Sequence[Placement]) -> list[str]:

@@ -27,6 +27,8 @@ KNAPSACK_NODES = 400
 KEEP_PATTERNS = 3
 SEARCHED_TYPES = 12
 MIP_COLUMNS = 400
+PRICING_TYPES = 100
+DOMINANCE_WINDOW = 64
 _EPS = 1e-9
 
 
@@ -119,16 +121,32 @@ def pack(problem: Problem, incumbent: Sequence[Bin]) -> list[Bin]:
 
 
 def _dominance(problem: Problem, types: Sequence[int]) -> tuple[int, ...]:
-    """Types no cheaper-or-equal type beats on every resource (first of equals kept)."""
+    """At most ``PRICING_TYPES`` types worth pricing: those no cheaper-or-equal type beats on
+    every resource (compared with the ``DOMINANCE_WINDOW`` nearest in price), the ones that
+    hold the demand's mix for the least per unit first."""
     kept: list[int] = []
     for t in sorted(types, key=lambda t: (problem.types[t].price, t)):
         capacity = problem.types[t].capacity
         if not any(
             all(a >= b for a, b in zip(problem.types[k].capacity, capacity, strict=True))
-            for k in kept
+            for k in kept[-DOMINANCE_WINDOW:]
         ):
             kept.append(t)
-    return tuple(kept)
+    if len(kept) <= PRICING_TYPES:
+        return tuple(kept)
+    mix = [
+        sum(d * size[r] for d, size in zip(problem.demand, problem.sizes, strict=True))
+        for r in range(len(problem.types[kept[0]].capacity))
+    ]
+
+    def per_unit(t: int) -> tuple[float, int]:
+        held = min(
+            (c / m for c, m in zip(problem.types[t].capacity, mix, strict=True) if m > 0),
+            default=0.0,
+        )
+        return (problem.types[t].price / held if held > 0 else float("inf"), t)
+
+    return tuple(sorted(sorted(kept, key=per_unit)[:PRICING_TYPES]))
 
 
 class _Columns:
@@ -294,18 +312,28 @@ def _room(p: Problem, kind: int, t: int) -> tuple[int, ...]:
 
 def _scaled_mix(p: Problem, room: Sequence[int]) -> tuple[int, ...]:
     """The largest fraction of the demand (each group rounded down) that fits ``room``."""
-    low, high = 0.0, 1.0
-    for _ in range(20):  # bisection on the fraction: 20 halvings are exact enough
+    low = 1.0  # the fraction that fits before rounding down; rounding only frees room
+    for r, space in enumerate(room):
+        need = sum(d * size[r] for d, size in zip(p.demand, p.sizes, strict=True))
+        if need > 0:
+            low = min(low, max(space, 0) / need)
+    high = min(1.0, 2 * low) if low < 1.0 else 1.0
+    for _ in range(8):  # bisection for the rounding's extra room: 8 halvings suffice
         mid = (low + high) / 2
-        counts = [int(mid * d) for d in p.demand]
-        need = [
-            sum(n * s[r] for n, s in zip(counts, p.sizes, strict=True)) for r in range(len(room))
-        ]
-        if all(n <= r for n, r in zip(need, room, strict=True)):
+        if _fits(p, [int(mid * d) for d in p.demand], room):
             low = mid
         else:
             high = mid
+    if _fits(p, list(p.demand), room):
+        low = 1.0
     return tuple(int(low * d) for d in p.demand)
+
+
+def _fits(p: Problem, counts: Sequence[int], room: Sequence[int]) -> bool:
+    for r, space in enumerate(room):
+        if sum(n * size[r] for n, size in zip(counts, p.sizes, strict=True)) > space:
+            return False
+    return True
 
 
 def _weight(p: Problem, g: int) -> float:

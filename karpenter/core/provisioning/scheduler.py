@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
-from karpenter.core.provisioning import costpass, explain
+from karpenter.core.provisioning import costpass, explain, lowerbound
 from karpenter.core.provisioning.build import PassContext, Reuse, build_context, copy_existing
 from karpenter.core.provisioning.podwork import PodWork
 from karpenter.core.provisioning.reservations import (
@@ -278,13 +278,15 @@ def solve(
     reuse: Reuse | None = None,
     reservation_mode: str = STRICT,
     repack: bool | None = None,
+    bound: bool = False,
 ) -> Results:
     """Run one provisioning pass: where each pending pod goes, and which NodeClaims to create.
 
     ``excluded_nodes`` names existing nodes to leave out (disruption simulates their removal);
     ``reuse`` carries set-up work from one pass to the next over the same snapshot;
     ``reservation_mode`` is ``strict`` for provisioning, ``fallback`` for what-if passes;
-    ``repack`` runs the cost pass over the new NodeClaims (default: ``COST_POLICY=optimal``).
+    ``repack`` runs the cost pass over the new NodeClaims (default: ``COST_POLICY=optimal``);
+    ``bound`` also computes a lower bound on their price (``Results.lower_bound``).
     """
     ctx = build_context(cluster, pending, options, excluded_nodes, reuse)
     offers = [o for t in ctx.templates for _, o in t.catalog.reserved]
@@ -303,4 +305,7 @@ def solve(
     claims = scheduler.claims
     if start is not None and scheduler.placements is not None:
         claims = costpass.repack(ctx, claims, scheduler.placements, start, scheduler.next_hostname)
-    return finalize(ctx, claims, reasons, frozenset(scheduler.deferred))
+    results = finalize(ctx, claims, reasons, frozenset(scheduler.deferred))
+    if bound:
+        results = replace(results, lower_bound=lowerbound.compute(ctx, results.new_claims))
+    return results
