@@ -73,8 +73,13 @@ def compute(ctx: PassContext, claims: Sequence[NewNodeClaim]) -> float:
     fluid, value = _fluid(model)
     if fluid is None:
         return 0.0
-    zoned = _zones(ctx, model, claims, value)
-    return max(fluid, zoned) * (1 - TOLERANCE)
+    bounds = (
+        fluid,
+        _zones(ctx, model, claims, value),
+        _whole_nodes(model),
+        max(_alone(model, size, allowed) for size, allowed, _ in model.groups),
+    )
+    return max(bounds) * (1 - TOLERANCE)
 
 
 # ---- the pods' options ---------------------------------------------------------------------
@@ -172,6 +177,33 @@ def _fluid(model: _Model) -> tuple[float | None, list[float]]:
     if not solution.ok:
         return None, []
     return solution.objective, [max(d, 0.0) for d in solution.duals[:groups]]
+
+
+# ---- whole nodes ---------------------------------------------------------------------------
+def _alone(model: _Model, size: Sequence[float], allowed: Sequence[int]) -> float:
+    """Some node holds this pod: at least the cheapest allowed type that fits it alone."""
+    return min(
+        (
+            model.types[j].price
+            for j in allowed
+            if all(s <= c for s, c in zip(size, model.types[j].capacity, strict=True))
+        ),
+        default=0.0,
+    )
+
+
+def _whole_nodes(model: _Model) -> float:
+    """Whole nodes of any zone whose summed capacity covers every pod (proven bound)."""
+    need = [
+        sum(size[r] * len(members) for size, _, members in model.groups)
+        for r in range(len(model.names))
+    ]
+    types = [
+        _Type(t.template, t.index, t.price, t.capacity, {"": t.price})
+        for t in model.types
+        if math.isfinite(t.price)
+    ]
+    return _integer_cover(types, "", need)
 
 
 # ---- zones ---------------------------------------------------------------------------------
@@ -275,12 +307,13 @@ def _owns(topology: Topology, group: Group, pod: Pod) -> bool:
 def _minimum_per_zone(
     topology: Topology, group: Group, members: Sequence[Pod], zone_of: dict[int, str | None]
 ) -> dict[str, int]:
-    """The fewest of ``members`` each eligible zone must hold ({}: nothing is forced).
+    """The fewest of ``members`` each zone must hold ({}: nothing is forced).
 
-    Every zone that received a member ends within ``maxSkew`` of the emptiest eligible zone,
-    whose count m therefore satisfies Σ max(0, m + maxSkew - before) ≥ members; each eligible
-    zone holds at least m."""
-    eligible = topology.eligible(group)
+    With m the final count of the emptiest eligible zone, every eligible zone ends with at
+    least m, and every zone that received a member with at most m + maxSkew; so a zone holds
+    at least max(m - before, members - Σ other zones' room), minimised over every m possible.
+    """
+    eligible = set(topology.eligible(group))
     if group.min_domains is not None and len(eligible) < group.min_domains:
         return {}
     new: dict[str, int] = {}
@@ -289,26 +322,50 @@ def _minimum_per_zone(
         if zone is None:
             return {}
         new[zone] = new.get(zone, 0) + 1
-    before = {d: group.counts.get(d, 0) - new.get(d, 0) for d in {*eligible, *new}}
+    domains = {*eligible, *new, *topology.universe.get(lbl.ZONE, {})}
+    before = {d: group.counts.get(d, 0) - new.get(d, 0) for d in domains}
     if any(b < 0 for b in before.values()):
         return {}
-    floor = 0
-    while sum(max(0, floor + group.max_skew - b) for b in before.values()) < len(members):
-        floor += 1
-    out = {d: floor - before[d] for d in eligible if floor > before[d]}
-    # the pass's own fleet is valid, so it must meet the minimum; if not, the model of this
-    # group is wrong somewhere and it forces nothing (the bound stays a bound)
+    out = _least(before, eligible, len(members), group.max_skew)
+    # the pass's own fleet is valid, so it meets these minimums; if not, this group's model
+    # is wrong somewhere and it forces nothing (the bound stays a bound)
     if any(count > new.get(d, 0) for d, count in out.items()):
         return {}
     return out
 
 
+def _least(before: dict[str, int], eligible: set[str], total: int, skew: int) -> dict[str, int]:
+    """Per zone, the fewest new pods it holds over every possible emptiest-zone count m."""
+
+    def room(m: int) -> dict[str, int]:
+        return {d: max(0, m + skew - b) for d, b in before.items()}
+
+    low = 0
+    while sum(room(low).values()) < total:
+        low += 1
+    out: dict[str, int] = {}
+    for d in sorted(before):
+        least = total
+        for m in range(low, low + total + 1):
+            space = room(m)
+            floor = m - before[d] if d in eligible else 0
+            least = min(least, max(0, floor, total - (sum(space.values()) - space[d])))
+        if least:
+            out[d] = least
+    return out
+
+
 def _zone_program(model: _Model, zone: str, need: Sequence[float]) -> float:
     """Cheapest whole nodes in ``zone`` whose summed capacity covers ``need`` (proven bound)."""
+    return _integer_cover([t for t in model.types if zone in t.zones], zone, need)
+
+
+def _integer_cover(types: Sequence[_Type], zone: str, need: Sequence[float]) -> float:
+    """HiGHS' proven bound on whole nodes of ``types`` (priced in ``zone``) covering ``need``."""
     if not any(v > 0 for v in need):
         return 0.0
     program = lp.Model([float(v) for v in need], [lp.INF] * len(need))
-    for t in _pareto([t for t in model.types if zone in t.zones], zone):
+    for t in _pareto(types, zone):
         program.add_column(t.zones[zone], list(enumerate(t.capacity)), integer=True)
     if not program.columns:
         return 0.0
