@@ -21,7 +21,7 @@ _OPTIMAL = 7  # HighsModelStatus.kOptimal
 _FEASIBLE = 2  # kSolutionStatusFeasible: a MIP stopped at a work limit may still have one
 
 ITERATION_LIMIT = 200_000
-NODE_LIMIT = 500
+NODE_LIMIT = 200
 
 
 @dataclass(slots=True)
@@ -81,8 +81,9 @@ def solve(
     *,
     integer: bool = False,
     node_limit: int = NODE_LIMIT,
+    gap: float = 1e-4,
 ) -> Solution:
-    """Solve ``model`` (as a MIP when ``integer``)."""
+    """Solve ``model`` (as a MIP when ``integer``, to relative ``gap``)."""
     from highspy import _core  # noqa: PLC0415 - loaded on first use: most passes never optimize
 
     # _Highs is the plain solver; highspy.Highs adds callbacks and prints a banner on stdout.
@@ -93,6 +94,7 @@ def solve(
         ("random_seed", 0),
         ("simplex_iteration_limit", ITERATION_LIMIT),
         ("mip_max_nodes", node_limit),
+        ("mip_rel_gap", gap),
     ):
         h.setOptionValue(name, value)
     big = _core.kHighsInf

@@ -23,10 +23,11 @@ from karpenter.core.provisioning import lp
 
 ROUNDS = 20
 MAX_COLUMNS = 3000
-KNAPSACK_NODES = 400
+KNAPSACK_NODES = 200
 KEEP_PATTERNS = 3
-SEARCHED_TYPES = 12
-MIP_COLUMNS = 400
+SEARCHED_TYPES = 8
+MIP_COLUMNS = 200
+MIP_GAP = 0.002  # relative: stop once the best packing is proven within 0.2%
 PRICING_TYPES = 100
 DOMINANCE_WINDOW = 64
 _EPS = 1e-9
@@ -158,6 +159,10 @@ class _Columns:
         self.problem = problem
         self.columns: list[tuple[int, int, tuple[int, ...]]] = []
         self._seen: set[tuple[int, int, tuple[int, ...]]] = set()
+        self._lp: lp.Model | None = None
+        groups = len(problem.demand)
+        pinned = [i for i, k in enumerate(problem.kinds) if k.count]
+        self._kind_rows = {kind: groups + n for n, kind in enumerate(pinned)}
         if pricing_types is None:
             pricing_types = [_dominance(problem, k.types) for k in problem.kinds]
         # a kind with no type (a residual's used-up pinned kind) prices nothing
@@ -203,18 +208,30 @@ class _Columns:
                 self.add(kind, t, mix)
 
     def _model(self, integer: bool) -> lp.Model:
-        p = self.problem
-        groups = len(p.demand)
-        lower = [float(d) for d in p.demand] + [float(k.count) for k in p.kinds if k.count]
-        upper = [lp.INF] * groups + [float(k.count) for k in p.kinds if k.count]
-        rows = {k: groups + i for i, k in enumerate(i for i, k in enumerate(p.kinds) if k.count)}
-        model = lp.Model(lower, upper)
-        for kind, t, counts in self.columns:
-            entries = [(g, float(n)) for g, n in enumerate(counts) if n]
-            if kind in rows:
-                entries.append((rows[kind], 1.0))
-            model.add_column(p.types[t].price, entries, integer=integer)
-        return model
+        """The master over every pattern (the LP one grows with the patterns, never rebuilt)."""
+        if integer or self._lp is None:
+            p = self.problem
+            lower = [float(d) for d in p.demand] + [float(k.count) for k in p.kinds if k.count]
+            upper = [lp.INF] * len(p.demand) + [float(k.count) for k in p.kinds if k.count]
+            model = lp.Model(lower, upper)
+            if integer:
+                for key in self.columns:
+                    self._append(model, key, True)
+                return model
+            self._lp = model
+        for key in self.columns[self._lp.columns :]:
+            self._append(self._lp, key, False)
+        return self._lp
+
+    def _append(
+        self, model: lp.Model, key: tuple[int, int, tuple[int, ...]], integer: bool
+    ) -> None:
+        kind, t, counts = key
+        entries = [(g, float(n)) for g, n in enumerate(counts) if n]
+        row = self._kind_rows.get(kind)
+        if row is not None:
+            entries.append((row, 1.0))
+        model.add_column(self.problem.types[t].price, entries, integer=integer)
 
     def relaxation(self) -> lp.Solution | None:
         """The LP master: duals per group row, then per pinned kind row."""
@@ -271,7 +288,7 @@ class _Columns:
         """The cheapest choice of bins among the patterns (None: nothing usable)."""
         # No MIP start: HiGHS 1.16 maps a start through presolve wrongly and can stop at it.
         # The incumbent's patterns are columns, and ``pack`` keeps it when the MIP is no better.
-        solution = lp.solve(self._model(True), integer=True)
+        solution = lp.solve(self._model(True), integer=True, gap=MIP_GAP)
         if not solution.ok:
             return None
         bins: list[Bin] = []
