@@ -29,7 +29,7 @@ SEARCHED_TYPES = 8
 MIP_COLUMNS = 200
 MIP_GAP = 0.002  # relative: stop once the best packing is proven within 0.2%
 PRICING_TYPES = 100
-DOMINANCE_WINDOW = 64
+DOMINANCE_WINDOW = 32
 _EPS = 1e-9
 
 
@@ -121,18 +121,22 @@ def pack(problem: Problem, incumbent: Sequence[Bin]) -> list[Bin]:
     return chosen
 
 
-def _dominance(problem: Problem, types: Sequence[int]) -> tuple[int, ...]:
-    """At most ``PRICING_TYPES`` types worth pricing: those no cheaper-or-equal type beats on
-    every resource (compared with the ``DOMINANCE_WINDOW`` nearest in price), the ones that
-    hold the demand's mix for the least per unit first."""
+def _dominance(problem: Problem, kind: int) -> tuple[int, ...]:
+    """At most ``PRICING_TYPES`` types of ``kind`` worth pricing, the ones that hold the
+    demand's mix for the least per unit first: none dearer than the cheapest type that holds
+    everything (it can stand in for any of them), none that a cheaper-or-equal type beats on
+    every resource (compared with the ``DOMINANCE_WINDOW`` nearest in price)."""
+    everything = problem.load(kind, problem.demand)
     kept: list[int] = []
-    for t in sorted(types, key=lambda t: (problem.types[t].price, t)):
+    for t in sorted(problem.kinds[kind].types, key=lambda t: (problem.types[t].price, t)):
         capacity = problem.types[t].capacity
         if not any(
             all(a >= b for a, b in zip(problem.types[k].capacity, capacity, strict=True))
             for k in kept[-DOMINANCE_WINDOW:]
         ):
             kept.append(t)
+        if all(c >= n for c, n in zip(capacity, everything, strict=True)):
+            break
     if len(kept) <= PRICING_TYPES:
         return tuple(kept)
     mix = [
@@ -164,7 +168,7 @@ class _Columns:
         pinned = [i for i, k in enumerate(problem.kinds) if k.count]
         self._kind_rows = {kind: groups + n for n, kind in enumerate(pinned)}
         if pricing_types is None:
-            pricing_types = [_dominance(problem, k.types) for k in problem.kinds]
+            pricing_types = [_dominance(problem, k) for k in range(len(problem.kinds))]
         # a kind with no type (a residual's used-up pinned kind) prices nothing
         self.pricing_types = [
             types if k.types else () for types, k in zip(pricing_types, problem.kinds, strict=True)
