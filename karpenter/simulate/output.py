@@ -6,12 +6,12 @@ label is that name. Prices are rounded to 6 decimals so float noise never reache
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from karpenter.core.disruption.planner import Plan
 from karpenter.core.model import labels as lbl
+from karpenter.core.provisioning import lowerbound
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.scheduling.taints import Taint
 
@@ -23,18 +23,14 @@ def _price(value: float) -> float:
 
 
 def cost_json(price: float, bound: float | None) -> JSON:
-    """The fleet's price, a lower bound no valid fleet beats, and their ratio.
-
-    The bound is rounded down (it stays a bound); the ratio is null when there is no bound
-    above zero for a positive price."""
-    floor = math.floor((bound or 0.0) * 1e6) / 1e6
-    if price <= 0 and floor <= 0:
-        ratio: float | None = 1.0
-    elif floor > 0:
-        ratio = round(price / floor, 4)
-    else:
-        ratio = None
-    return {"perHour": _price(price), "lowerBoundPerHour": floor, "ratio": ratio}
+    """The fleet's price, a lower bound no valid fleet beats, and their ratio (null when
+    there is no bound above zero for a positive price)."""
+    figures = lowerbound.cost(price, bound)
+    return {
+        "perHour": figures.per_hour,
+        "lowerBoundPerHour": figures.lower_bound_per_hour,
+        "ratio": figures.ratio,
+    }
 
 
 def _taint(t: Taint) -> JSON:

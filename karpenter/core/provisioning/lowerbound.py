@@ -43,6 +43,28 @@ ZONE_NODES = 200  # branch-and-bound nodes per zone program (its proven bound is
 
 
 @dataclass(frozen=True, slots=True)
+class Cost:
+    """A fleet's hourly price, a bound no valid fleet beats, and their ratio (None: no bound
+    above zero for a positive price)."""
+
+    per_hour: float
+    lower_bound_per_hour: float
+    ratio: float | None
+
+
+def cost(price: float, bound: float | None) -> Cost:
+    """The cost figures of a pass (the bound is rounded down to a micro-dollar: still a bound)."""
+    floor = math.floor((bound or 0.0) * 1e6) / 1e6
+    if price <= 0 and floor <= 0:
+        ratio: float | None = 1.0
+    elif floor > 0:
+        ratio = round(price / floor, 4)
+    else:
+        ratio = None
+    return Cost(round(price, 6), floor, ratio)
+
+
+@dataclass(frozen=True, slots=True)
 class _Type:
     """A (pool, instance type) a new node may be."""
 
