@@ -248,8 +248,10 @@ class Provisioner:
 
     def _record_cost(self, cost: lowerbound.Cost) -> None:
         m = self.metrics
-        m.scheduler_new_nodeclaims_price.labels(controller="provisioner").set(cost.per_hour)
-        m.scheduler_new_nodeclaims_lower_bound.labels(controller="provisioner").set(
+        m.scheduler_new_nodeclaims_price_per_hour.labels(controller="provisioner").set(
+            cost.per_hour
+        )
+        m.scheduler_new_nodeclaims_price_lower_bound_per_hour.labels(controller="provisioner").set(
             cost.lower_bound_per_hour
         )
         if cost.ratio is not None:

@@ -199,13 +199,13 @@ class Metrics:
 
     def _cost(self, r: CollectorRegistry) -> None:
         # Not upstream: the cost pass's figures for the last provisioning pass.
-        self.scheduler_new_nodeclaims_price = Gauge(
+        self.scheduler_new_nodeclaims_price_per_hour = Gauge(
             "karpenter_scheduler_new_nodeclaims_price_per_hour",
             "Hourly price of the NodeClaims the last scheduling pass decided to create.",
             ("controller",),
             registry=r,
         )
-        self.scheduler_new_nodeclaims_lower_bound = Gauge(
+        self.scheduler_new_nodeclaims_price_lower_bound_per_hour = Gauge(
             "karpenter_scheduler_new_nodeclaims_price_lower_bound_per_hour",
             "A price no valid set of NodeClaims for the same pods could undercut (last pass).",
             ("controller",),
