@@ -216,6 +216,36 @@ def test_one_dear_node_splits_into_a_cheaper_mix_of_families() -> None:
     assert best.lower_bound is not None and best.lower_bound <= best.price
 
 
+def test_many_kinds_of_pinned_claims_stay_as_they_are() -> None:
+    """Beyond eight distinct pinned contents the pinned claims are kept whole, and the rest of
+    the class is still repacked: every pod placed once, every rule kept, never dearer."""
+    anti = b.affinity_term(HOST, app="solo")
+    # ten host-exclusive pods of ten sizes, each nearly filling a 16-CPU node alone
+    solo = [
+        b.pod(
+            f"solo-{i}",
+            cpu=f"{14100 + 100 * i}m",
+            memory="1Gi",
+            labels={"app": "solo"},
+            required_anti_affinity=(anti,),
+        )
+        for i in range(10)
+    ]
+    rest = [b.pod(f"cpu-{i}", cpu="2", memory="1Gi") for i in range(6)]
+    rest += [b.pod(f"mem-{i}", cpu="2", memory="10Gi") for i in range(6)]
+    pods = solo + rest
+    cluster = b.cluster([b.nodepool()], families(), pods=tuple(pods))
+    first = solve(cluster, pods, Options(cost_policy="firstfit"))
+    best = solve(cluster, pods, Options(), bound=True)
+    placed = sorted(p.key for c in best.new_claims for p in c.pods)
+    assert placed == sorted(p.key for p in pods)
+    assert best.price < first.price  # the two unpinned claims were repacked
+    solo_nodes = {c.hostname for c in best.new_claims for p in c.pods if p.name.startswith("solo")}
+    assert len(solo_nodes) == 10
+    for claim in best.new_claims:
+        _verify_claim(claim, cluster)
+
+
 def test_cost_pass_is_deterministic() -> None:
     """The same snapshot gives the same fleet, claim for claim, on every run."""
     cluster, pods = _workload(7)

@@ -140,9 +140,10 @@ def repack(
 
     plans: dict[int, tuple[_Class, dict[int, Planned]]] = {}
     solved: dict[tuple[object, ...], list[packing.Bin]] = {}  # zones often pose one problem
-    for cls in _classes(claims, placements):
-        plan = _plan(ctx, cls, placements, hostname, solved)
-        if plan is not None:
+    for whole in _classes(claims, placements):
+        planned = _plan(ctx, whole, placements, hostname, solved)
+        if planned is not None:
+            cls, plan = planned  # ``cls`` may leave frozen claims of ``whole`` out
             plans[id(cls)] = (cls, plan)
     while plans:
         targets = {i: p for _, plan in plans.values() for i, p in plan.items()}
@@ -202,8 +203,9 @@ def _plan(
     placements: Sequence[Placement],
     hostname: Callable[[], str],
     solved: dict[tuple[object, ...], list[packing.Bin]],
-) -> dict[int, Planned] | None:
-    """Where each placement of the class goes when repacked (None: keep the class as is)."""
+) -> tuple[_Class, dict[int, Planned]] | None:
+    """The claims repacked (``cls`` less its frozen claims) and where each of their
+    placements goes (None: keep the class as is)."""
     cls = _freeze(cls, placements, ctx.topology)
     shape = _shape(cls, placements, ctx.topology) if cls.claims else None
     if shape is None or not shape.problem.demand:
@@ -217,7 +219,7 @@ def _plan(
         bins = solved[key] = packing.pack(shape.problem, incumbent)
     if packing.cost(shape.problem, bins) >= packing.cost(shape.problem, incumbent) - _EPS:
         return None
-    return _assign(cls, shape, bins, hostname)
+    return cls, _assign(cls, shape, bins, hostname)
 
 
 def _freeze(cls: _Class, placements: Sequence[Placement], topology: Topology) -> _Class:
