@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from karpenter.core.model.cluster import Options
@@ -87,6 +87,13 @@ class Settings(BaseSettings):
     # A file holding the kube-scheduler's default topology spread constraints (parsed and
     # checked at startup by karpenter.api.schedulerconfig); empty means none.
     SCHEDULER_CONFIG: str = ""
+    # Not upstream: "optimal" repacks each pass's new NodeClaims into the cheapest mix of
+    # instance types and lets consolidation replace nodes with several cheaper ones;
+    # "firstfit" is upstream's behaviour (first-fit claims, one replacement per command).
+    COST_POLICY: Literal["optimal", "firstfit"] = "optimal"
+    # Not upstream: most replacements one consolidation command may launch under
+    # COST_POLICY=optimal (1 keeps upstream's one-replacement rule).
+    CONSOLIDATION_MAX_REPLACEMENTS: int = Field(default=10, ge=1)
 
     @field_validator("BATCH_MAX_DURATION", "BATCH_IDLE_DURATION")
     @classmethod
@@ -191,6 +198,10 @@ class Settings(BaseSettings):
             min_values_policy=self.MIN_VALUES_POLICY,
             spot_to_spot_consolidation=gates["SpotToSpotConsolidation"],
             node_overlay=gates["NodeOverlay"],
+            cost_policy=self.COST_POLICY,
+            max_replacements=(
+                self.CONSOLIDATION_MAX_REPLACEMENTS if self.COST_POLICY == "optimal" else 1
+            ),
         )
 
 

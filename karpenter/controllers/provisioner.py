@@ -14,6 +14,7 @@ concurrently and records each in the mirror at once, so the next pass counts it 
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.model.pod import Pod, TopologySpread
+from karpenter.core.provisioning import lowerbound
 from karpenter.core.provisioning import overlays as overlay_types
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.provisioning.scheduler import solve
@@ -211,7 +213,7 @@ class Provisioner(Controller):
             pending = await SpreadSelectors(self.kube).apply(pending, self.default_spread)
         started = self.clock.now()
         results: Results = await anyio.to_thread.run_sync(
-            solve, cluster, [*pending, *virtual], self.options
+            functools.partial(solve, cluster, [*pending, *virtual], self.options, bound=True)
         )
         self.metrics.scheduler_scheduling_duration.labels(controller="provisioner").observe(
             self.clock.now() - started
@@ -219,6 +221,8 @@ class Provisioner(Controller):
         self.metrics.scheduler_unschedulable_pods_count.labels(controller="provisioner").set(
             len(results.unschedulable)
         )
+        cost = lowerbound.cost(results.price, results.lower_bound)
+        self._record_cost(cost)
         created = await self._create_all(results, {p.name: p for p in pools})
         await self._report_nominations(results)
         await self._report_unschedulable(results)
@@ -229,8 +233,22 @@ class Provisioner(Controller):
             pods=len(pending),
             nodeclaims=len(created),
             unschedulable=len(results.unschedulable),
+            cost_per_hour=cost.per_hour,
+            cost_lower_bound_per_hour=cost.lower_bound_per_hour,
+            cost_ratio=cost.ratio,
         )
         return report
+
+    def _record_cost(self, cost: lowerbound.Cost) -> None:
+        m = self.metrics
+        m.scheduler_new_nodeclaims_price_per_hour.labels(controller="provisioner").set(
+            cost.per_hour
+        )
+        m.scheduler_new_nodeclaims_price_lower_bound_per_hour.labels(controller="provisioner").set(
+            cost.lower_bound_per_hour
+        )
+        if cost.ratio is not None:
+            m.scheduler_new_nodeclaims_price_ratio.labels(controller="provisioner").set(cost.ratio)
 
     async def _create_all(self, results: Results, pools: Mapping[str, NodePool]) -> list[str]:
         created: list[str] = []

@@ -60,6 +60,10 @@ class DisruptionPass:
     )
     # Solver set-up shared by this pass's simulations (and the next pass's, when carried).
     reuse: Reuse = field(default_factory=Reuse)
+    # Vertices of the (cpu, memory) per-unit prices every type respects (split.fluid_floor).
+    unit_prices: list[tuple[float, float]] | None = None
+    # Split simulations this pass may still run (split.SPLITS_PER_PASS: a work limit).
+    splits_left: int = 2
 
     @property
     def states(self) -> list[StateNode]:
