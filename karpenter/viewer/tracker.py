@@ -122,9 +122,8 @@ class Tracker:
     def _node_item(self, name: str) -> model.NodeInput | None:
         node = self.state.nodes.get(name)
         claims = self.state.claims_of_node(name, node.provider_id if node is not None else "")
-        for claim_name in claims:
-            if f"claim:{claim_name}" in self.rows:
-                self._dirty.add(f"claim:{claim_name}")
+        # the claims' own rows come and go with the Node (a claim rebuild marks nothing more)
+        self._dirty.update(f"claim:{c}" for c in claims)
         if node is None:
             return None
         claim = self.state.nodeclaims.get(claims[0]) if claims else None
