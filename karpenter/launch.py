@@ -34,6 +34,7 @@ from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.kube import client as kc
+from karpenter.kube import preflight
 from karpenter.kube.events import EventRecorder
 from karpenter.kube.leader import LeaderElectionLost
 from karpenter.observability.logging import configure_logging, get_logger
@@ -111,6 +112,7 @@ async def serve(
 ) -> None:
     """Run the controller with the simulated cloud until cancelled."""
     async with kc.connect(kubeconfig) as kube:
+        await preflight.check(kube)  # a dead apiserver or missing CRDs: one line, not retries
         kube.limiter = TokenBucket(clock, settings.KUBE_CLIENT_QPS, settings.KUBE_CLIENT_BURST)
         cloud = SimulatedCloud(kube, catalog, clock, boot_delay_s=boot_delay_s)
         operator = Operator(kube, settings, cloud, clock, Metrics(), services=[cloud.run])
@@ -131,6 +133,7 @@ async def serve_aws(
 ) -> None:
     """Run the controller with the AWS provider until cancelled."""
     async with kc.connect(kubeconfig) as kube:
+        await preflight.check(kube, (*preflight.KARPENTER, kc.EC2NODECLASSES))
         kube.limiter = TokenBucket(clock, settings.KUBE_CLIENT_QPS, settings.KUBE_CLIENT_BURST)
         state = ClusterState()
         metrics = Metrics()
