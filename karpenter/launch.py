@@ -37,7 +37,7 @@ from karpenter.kube import client as kc
 from karpenter.kube import preflight
 from karpenter.kube.events import EventRecorder
 from karpenter.kube.leader import LeaderElectionLost
-from karpenter.observability.logging import configure_logging, get_logger
+from karpenter.observability.logging import configure_logging, get_logger, sinks_are_terminals
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator, run_until_signalled
 from karpenter.sandbox import bootstrap
@@ -182,15 +182,19 @@ def _with_region(aws: settings_mod.AWSSettings) -> settings_mod.AWSSettings:
     return aws.model_copy(update={"AWS_REGION": found})
 
 
+def _configure_logging(settings: settings_mod.Settings) -> None:
+    paths = settings.log_output_paths
+    json_lines = settings.log_json_for(terminal=sinks_are_terminals(paths))
+    configure_logging(settings.LOG_LEVEL or "info", json_lines, output_paths=paths)
+
+
 def run(args: argparse.Namespace) -> int:
     """``karpenter run``."""
     settings = _settings()
     # Bad flags and settings fail before anything is configured.
     aws = _aws_settings() if args.cloud_provider == "aws" else None
     catalog = parse_catalog(args.catalog) if aws is None else ()
-    configure_logging(
-        settings.LOG_LEVEL or "info", settings.log_json, output_paths=settings.log_output_paths
-    )
+    _configure_logging(settings)
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else _env_kubeconfig()
     clock = RealClock()
     if aws is not None:
@@ -212,9 +216,7 @@ def sandbox(args: argparse.Namespace) -> int:
     """``karpenter sandbox``: control plane + CRDs + NodePool + controller, until Ctrl-C."""
     settings = _settings()
     catalog = parse_catalog(args.catalog)  # bad flags fail before anything is configured
-    configure_logging(
-        settings.LOG_LEVEL or "info", settings.log_json, output_paths=settings.log_output_paths
-    )
+    _configure_logging(settings)
     target = Path(args.kubeconfig).resolve()
     log = get_logger("sandbox")
     work_dir = Path(tempfile.mkdtemp(prefix="karpenter-sandbox-"))
