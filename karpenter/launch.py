@@ -220,12 +220,15 @@ def sandbox(args: argparse.Namespace) -> int:
     target = Path(args.kubeconfig).resolve()
     log = get_logger("sandbox")
     work_dir = Path(tempfile.mkdtemp(prefix="karpenter-sandbox-"))
+    written = b""
     try:
-        bin_dir = ensure_binaries()
+        bin_dir = ensure_binaries(progress=_say)
+        _say(f"control plane binaries: {bin_dir}")
         log.info("starting control plane", work_dir=str(work_dir))
         with LocalControlPlane(bin_dir, work_dir / "controlplane") as plane:
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(plane.kubeconfig, target)
+            written = plane.kubeconfig.read_bytes()
+            target.write_bytes(written)
             anyio.run(
                 run_until_signalled,
                 lambda: _sandbox_main(target, settings, catalog, args, RealClock()),
@@ -235,7 +238,23 @@ def sandbox(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+        _remove_kubeconfig(target, written)
     return 0
+
+
+def _say(line: str) -> None:
+    print(f"karpenter: sandbox: {line}", file=sys.stderr, flush=True)
+
+
+def _remove_kubeconfig(target: Path, written: bytes) -> None:
+    """The control plane is gone: its kubeconfig would point at nothing. Remove it, unless
+    someone replaced the file meanwhile."""
+    try:
+        if written and target.read_bytes() == written:
+            target.unlink()
+            _say(f"removed {target} (its control plane is gone)")
+    except OSError:
+        pass
 
 
 async def _sandbox_main(
