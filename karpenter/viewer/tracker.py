@@ -19,6 +19,7 @@ from karpenter.state.cluster import ClusterState
 from karpenter.viewer import model
 
 WAITING = "waiting for the kube-scheduler to mark it Unschedulable"
+DECIDING = "unschedulable; Karpenter's next pass decides (see karpenter explain pod)"
 
 
 def _is_pending(pod: Pod | None) -> bool:
