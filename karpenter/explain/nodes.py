@@ -74,6 +74,10 @@ class NodeVerdict:
         return self.command is not None
 
 
+# A node already being deleted or disrupted: what else would stop a disruption is moot.
+_ON_ITS_WAY = frozenset({"Deleting", "Disrupting"})
+
+
 class UnknownNode(LookupError):
     """The snapshot has no Node or NodeClaim of that name."""
 
@@ -91,7 +95,7 @@ def explain_node(cluster: Cluster, name: str, options: Options, now: float) -> N
         return _verdict(state.name, "", (why,))
     reasons = [Reason(*_split(b)) for b in ps.survey.blocked if b.name == state.name]
     candidate = ps.survey.managed.get(state.name)
-    if candidate is None:
+    if candidate is None or any(r.kind in _ON_ITS_WAY for r in reasons):
         return _verdict(state.name, state.nodepool, tuple(reasons))
     expired = _expired(ps, candidate)
     if expired is not None:

@@ -124,3 +124,12 @@ def test_unmanaged_and_unknown_nodes() -> None:
     assert [r.kind for r in verdict.reasons] == ["Unmanaged"]
     with pytest.raises(nodes.UnknownNode):
         nodes.explain_node(cluster, "nope", Options(), NOW)
+
+
+def test_a_node_on_its_way_out_says_only_that() -> None:
+    """A node being deleted reports that, not the budgets and policies that no longer matter."""
+    pool = _pool(after=None)
+    node = b.managed_node("target", M8, creation=NOW - HOUR, deleting=True)
+    cluster = b.cluster((pool,), nodes=(node,), pods=(SMALL,))
+    verdict = nodes.explain_node(cluster, "target", Options(), NOW)
+    assert [r.kind for r in verdict.reasons] == ["Deleting"]
