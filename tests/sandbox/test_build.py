@@ -21,7 +21,7 @@ def test_steps_are_reported_with_elapsed_time(tmp_path: Path) -> None:
     script = _script(
         tmp_path,
         'echo "build: [1/2] etcd" >&2\nsleep 0.7\necho "build: [2/2] kubernetes" >&2\n'
-        'echo /cache/bin\n',
+        "echo /cache/bin\n",
     )
     lines: list[str] = []
     outcome = build.run(script, lines.append, timeout_s=30, heartbeat_s=0.3)
