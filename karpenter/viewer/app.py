@@ -41,6 +41,7 @@ from karpenter.observability.logging import configure_logging
 from karpenter.operator import mirror_feeds, run_until_signalled
 from karpenter.state.cluster import ClusterState
 from karpenter.viewer import keys, model, screen
+from karpenter.viewer import selector as sel
 from karpenter.viewer.tracker import DECIDING, WAITING, Tracker
 
 AGE_TICK_S = 1.0
@@ -176,10 +177,10 @@ async def _serve(viewer: Viewer, kube: kc.KubeClient, fd: int, console: Console)
 
 
 async def _main(opts: ViewerOptions, fd: int) -> None:
-    selector = model.parse_selector(opts.selector)
+    labels = sel.parse_selector(opts.selector)
     state = ClusterState()
     tracker = Tracker(
-        state, model.price_book(opts.catalogue), nodepool=opts.nodepool, selector=selector
+        state, model.price_book(opts.catalogue), nodepool=opts.nodepool, selector=labels
     )
     viewer = Viewer(opts, state, tracker, RealClock())
     try:
@@ -197,8 +198,8 @@ async def _main(opts: ViewerOptions, fd: int) -> None:
 def run(opts: ViewerOptions) -> int:
     """Run until ``q`` or Ctrl-C; 0 on a clean exit (ViewerError for setup failures)."""
     try:
-        model.parse_selector(opts.selector)
-    except model.SelectorError as err:
+        sel.parse_selector(opts.selector)
+    except sel.SelectorError as err:
         raise ViewerError(str(err)) from None
     # Informer retries would log over the screen; the screen shows "(syncing)" instead.
     configure_logging("error", True, stream=io.StringIO())

@@ -17,6 +17,7 @@ from karpenter.core.model.node import Node, NodeClaim
 from karpenter.core.model.pod import Pod
 from karpenter.state.cluster import ClusterState
 from karpenter.viewer import model
+from karpenter.viewer.selector import Selector
 
 WAITING = "waiting for the kube-scheduler to mark it Unschedulable"
 DECIDING = "unschedulable; Karpenter's next pass decides (see karpenter explain pod)"
@@ -49,12 +50,12 @@ class Tracker:
         prices: model.PriceBook,
         *,
         nodepool: str = "",
-        selector: model.Selector | None = None,
+        selector: Selector | None = None,
     ) -> None:
         self.state = state
         self.prices = prices
         self.nodepool = nodepool
-        self.selector = selector or model.Selector()
+        self.selector = selector or Selector()
         self.rows: dict[str, model.Row] = {}
         self.pending: set[str] = set()
         self._dirty: set[str] = set()

@@ -9,7 +9,7 @@ import pytest
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.node import Node, NodeClaim
 from karpenter.core.scheduling.taints import NO_SCHEDULE, Taint
-from karpenter.viewer import model
+from karpenter.viewer import model, selector
 from tests.support import builders as b
 
 M2 = b.catalog()[1]  # m-2x: 2 cpu, 8Gi, on-demand 0.18/h, spot 0.09/h
@@ -162,13 +162,13 @@ def test_arrange(key: str, needle: str, names: list[str]) -> None:
 )
 def test_selector(text: str, labels: dict[str, str], match: bool) -> None:
     """--selector takes kubectl's equality and existence terms."""
-    assert model.parse_selector(text).matches(labels) is match
+    assert selector.parse_selector(text).matches(labels) is match
 
 
 def test_selector_rejects_set_terms() -> None:
     """Set-based terms are refused with a message naming the term."""
-    with pytest.raises(model.SelectorError, match="env in"):
-        model.parse_selector("env in (a,b)")
+    with pytest.raises(selector.SelectorError, match="env in"):
+        selector.parse_selector("env in (a,b)")
 
 
 def test_pending_oldest_first_with_reasons() -> None:

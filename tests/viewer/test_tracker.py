@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.state.cluster import ClusterState
-from karpenter.viewer import model
+from karpenter.viewer import model, selector
 from karpenter.viewer.tracker import Tracker
 from tests.support import rawobjects as raw
 
@@ -55,7 +55,7 @@ def test_pending_pods_and_filters() -> None:
     assert [p.key for p in tracker.pending_pods()] == ["ns/p"]
     state.pods.apply("MODIFIED", raw.pod("p", 2, node_name="b"))
     assert tracker.pending_pods() == []
-    state, tracker = _tracker(selector=model.parse_selector("karpenter.sh/nodepool!=gpu"))
+    state, tracker = _tracker(selector=selector.parse_selector("karpenter.sh/nodepool!=gpu"))
     state.nodes.apply("ADDED", raw.node("a", pool="general"))
     state.nodes.apply("ADDED", raw.node("b", pool="gpu"))
     assert [r.name for r in tracker.refresh()] == ["a"]
