@@ -159,6 +159,9 @@ class Provisioner:
         self.created_at: dict[str, float] = {}
         # pod key → when the NodeClaim meant for it was created (latency measurements)
         self.placed_at: dict[str, float] = {}
+        # pod key → the reason last logged for it (each pass sees every pending pod, so this
+        # holds exactly the pods unschedulable in the last pass)
+        self.unschedulable: dict[str, str] = {}
         self._log = structlog.get_logger().bind(controller="provisioner")
         state.subscribe(self._on_change)
 
@@ -211,6 +214,7 @@ class Provisioner:
         cluster = self.state.snapshot(types)
         pending = self.state.provisionable_pods()
         if not pending:
+            self.unschedulable = {}
             report = PassReport(0, (), {})
             self.passes.append(report)
             return report
@@ -227,6 +231,7 @@ class Provisioner:
         created = await self._create_all(results, {p.name: p for p in pools})
         await self._report_nominations(results)
         await self._report_unschedulable(results)
+        self._log_unschedulable(results)
         report = PassReport(len(pending), tuple(created), dict(results.unschedulable))
         self.passes.append(report)
         self._log.info(
@@ -287,6 +292,14 @@ class Provisioner:
                     "Nominated",
                     f"Pod should schedule on: {kind}/{node_name}",
                 )
+
+    def _log_unschedulable(self, results: Results) -> None:
+        """Log each pod that became unschedulable (or whose reason changed) once; the pass
+        line only counts them."""
+        for key, reason in sorted(results.unschedulable.items()):
+            if self.unschedulable.get(key) != reason:
+                self._log.info("pod is unschedulable", pod=key, reason=reason)
+        self.unschedulable = dict(results.unschedulable)
 
     async def _report_unschedulable(self, results: Results) -> None:
         for key, reason in sorted(results.unschedulable.items()):

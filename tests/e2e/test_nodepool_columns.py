@@ -69,19 +69,27 @@ async def test_kubectl_columns_show_nodes_and_quantities(control_plane: ControlP
         for i in range(2):
             await kube.create(kc.PODS, harness.pod(f"app-{i}", pool, cpu="2"), ns)
 
-        async def counted() -> dict[str, Any] | None:
-            cells = _columns(await kube.table(kc.NODEPOOLS), pool)
-            return cells if cells["Nodes"] not in ("", None, "0") else None
+        types = {it.name: it for it in catalog}
 
-        cells = await harness.eventually(counted, "the Nodes column to count the pool's nodes")
-        nodes, _ = await kube.list(kc.NODES, label_selector=f"karpenter.sh/nodepool={pool}")
+        async def expected() -> dict[str, str] | None:
+            nodes, _ = await kube.list(kc.NODES, label_selector=f"karpenter.sh/nodepool={pool}")
+            if len(nodes) < 2:
+                return None
+            labels = [n["metadata"]["labels"] for n in nodes]
+            launched = [types[x["node.kubernetes.io/instance-type"]] for x in labels]
+            cpu = sum(it.capacity["cpu"] for it in launched) // 1000
+            memory_gi = sum(it.capacity["memory"] for it in launched) // 1000 // 2**30
+            # a quantity, never raw bytes
+            return {"Nodes": str(len(nodes)), "CPU": str(cpu), "Memory": f"{memory_gi}Gi"}
+
+        async def shown() -> dict[str, Any] | None:
+            want = await expected()
+            cells = _columns(await kube.table(kc.NODEPOOLS), pool)
+            if want is None or any(cells[k] != v for k, v in want.items()):
+                return None
+            return cells
+
+        cells = await harness.eventually(shown, "the columns to show the pool's nodes")
         await harness.cleanup(kube, pool, ns)
-    types = {it.name: it for it in catalog}
-    launched = [types[n["metadata"]["labels"]["node.kubernetes.io/instance-type"]] for n in nodes]
-    cpu = sum(it.capacity["cpu"] for it in launched) // 1000
-    memory_gi = sum(it.capacity["memory"] for it in launched) // 1000 // 2**30
-    assert cells["Nodes"] == str(len(nodes))
     assert cells["Ready"] == "True"
-    assert cells["CPU"] == str(cpu)
-    assert cells["Memory"] == f"{memory_gi}Gi"  # a quantity, never raw bytes
     assert cells["NodeClass"] == "x"
