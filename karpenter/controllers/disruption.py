@@ -54,6 +54,7 @@ REPLACEMENT_TIMEOUT_S = 20 * 60.0  # beyond the lifecycle's own launch + registr
 _VALIDATED = frozenset({METHOD_EMPTINESS, METHOD_MULTI, METHOD_SINGLE})
 _CONSOLIDATION_TYPE = {METHOD_EMPTINESS: "empty", METHOD_MULTI: "multi", METHOD_SINGLE: "single"}
 _DISRUPTED_TAINT: Obj = {"key": lbl.TAINT_DISRUPTED, "effect": "NoSchedule"}
+DISRUPTION_REASON = "DisruptionReason"
 
 
 def _signature(command: Command) -> tuple[str, tuple[str, ...], int]:
@@ -163,9 +164,11 @@ class Disruption:
         if command.method != METHOD_EXPIRATION:
             for c in command.candidates:
                 await self._taint(c, add=True)
+                await self._mark(c, command.reason)
             if command.replacements and not await self._replace(command, log):
                 for c in command.candidates:
                     await self._taint(c, add=False)
+                    await self._mark(c, "")
                 return
         for c in command.candidates:
             await self._delete(c, command, log)
@@ -237,6 +240,37 @@ class Disruption:
             except errors.Conflict:
                 continue  # someone else wrote the Node; read it again
             self.state.nodes.upsert(obj)
+            return
+
+    async def _mark(self, c: Candidate, reason: str) -> None:
+        """Set the claim's ``DisruptionReason`` condition (``""`` removes it), as upstream does
+        while a command runs: the drain labels its metrics with it, the viewer shows it."""
+        claim = c.state.claim
+        if claim is None:
+            return
+        for _ in range(5):
+            try:
+                raw = await self.kube.get(NODECLAIMS, claim.name)
+            except errors.NotFound:
+                return
+            conds = codec.conditions(raw)
+            new = [x for x in conds if x.get("type") != DISRUPTION_REASON]
+            if reason:
+                new = codec.conditions(raw)
+                codec.set_condition(new, DISRUPTION_REASON, "True", reason, "", self.clock.now())
+            if new == conds:
+                return
+            patch = {
+                "metadata": {"resourceVersion": codec.meta(raw).get("resourceVersion")},
+                "status": {"conditions": new},
+            }
+            try:
+                obj = await self.kube.merge_patch(
+                    NODECLAIMS, claim.name, patch, subresource="status"
+                )
+            except errors.Conflict:
+                continue  # someone else wrote the claim; read it again
+            self.state.nodeclaims.upsert(obj)
             return
 
     async def _delete(self, c: Candidate, command: Command, log: Any) -> None:

@@ -59,3 +59,17 @@ def test_pending_pods_and_filters() -> None:
     state.nodes.apply("ADDED", raw.node("a", pool="general"))
     state.nodes.apply("ADDED", raw.node("b", pool="gpu"))
     assert [r.name for r in tracker.refresh()] == ["a"]
+
+
+def test_a_disrupting_row_shows_the_reason() -> None:
+    """A tainted node whose claim has DisruptionReason=True shows disrupting (reason)."""
+    state, tracker = _tracker()
+    claim = raw.claim("c1", node_name="c1")
+    claim["status"]["conditions"] = [
+        {"type": "DisruptionReason", "status": "True", "reason": "Underutilized"}
+    ]
+    state.nodeclaims.apply("ADDED", claim)
+    taint = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}
+    state.nodes.apply("ADDED", raw.node("c1", taints=[taint]))
+    [row] = tracker.refresh()
+    assert (row.state, row.reason) == (model.DISRUPTING, "Underutilized")
