@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
@@ -30,7 +31,7 @@ async def test_each_unschedulable_pod_is_logged_once(control_plane: ControlPlane
             await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
             await kube.create(kc.PODS, harness.pod("huge", pool, cpu="500"), ns)
 
-            def logged(key: str) -> list[dict[str, Any]]:
+            def logged(key: str) -> list[MutableMapping[str, Any]]:
                 return [e for e in logs if e.get("event") == EVENT and e.get("pod") == key]
 
             async def seen() -> bool:
