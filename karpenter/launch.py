@@ -273,6 +273,7 @@ async def _sandbox_main(
         f"try: kubectl --kubeconfig {kubeconfig} create deployment web --image=pause "
         "--replicas=3 && kubectl --kubeconfig "
         f"{kubeconfig} get nodeclaims,nodes -w\n"
+        f"watch it: karpenter viewer --kubeconfig {kubeconfig}\n"
         "Ctrl-C stops the controller and tears the control plane down."
     )
     await serve(kubeconfig, settings, catalog, args.boot_delay, clock, on_ready=ready)
