@@ -27,7 +27,6 @@ from rich.console import Console
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.model.cluster import Options
 from karpenter.core.provisioning.scheduler import solve
-from karpenter.explain.live import catalogue_by_pool
 from karpenter.state.cluster import ClusterState
 from karpenter.viewer import model, screen
 from karpenter.viewer.keys import Ui
@@ -99,7 +98,7 @@ def measure(nodes: int) -> dict[str, float]:
         console.print(renderable)
 
     def pending_solve() -> None:
-        cluster = state.snapshot(catalogue_by_pool(state, CATALOGUE))
+        cluster = state.snapshot({"default": CATALOGUE})
         solve(cluster, state.provisionable_pods(), Options())
 
     return {

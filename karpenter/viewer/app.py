@@ -1,7 +1,9 @@
 """``karpenter viewer``: informers into the mirror, the tracker's rows onto a rich live screen.
 
-One task group holds the informers (list+watch of what the controller's mirror holds: the rows
-need Nodes, NodeClaims and pods, the pending reasons need the whole snapshot), the keyboard
+The cloud provider is opened as ``karpenter explain`` opens it (``explain.live.opened``): its
+instance types price the rows and feed the solver. One task group holds the informers
+(list+watch of what the controller's mirror holds, plus the provider's kinds: the rows need
+Nodes, NodeClaims and pods, the pending reasons need the whole snapshot), the keyboard
 reader, the draw loop and the pending-reason solver. The draw loop redraws when the mirror's
 version moved, a key was pressed, or a second passed (ages); it reads memory only, so there is
 no polling of the apiserver. The solver runs the provisioner's ``solve`` in a worker thread at
@@ -29,16 +31,17 @@ from rich.live import Live
 
 from karpenter.aio import groups
 from karpenter.aio.clock import Clock, RealClock
-from karpenter.core.model.cluster import Options
-from karpenter.core.model.instancetype import InstanceType
+from karpenter.cloud.plugin import Plugin
 from karpenter.core.provisioning.scheduler import solve
-from karpenter.explain.live import catalogue_by_pool
+from karpenter.explain.live import opened, pool_types
 from karpenter.explain.pods import placements
 from karpenter.kube import client as kc
-from karpenter.kube import errors, preflight
+from karpenter.kube import errors
 from karpenter.kube.informers import Informer
 from karpenter.observability.logging import configure_logging
 from karpenter.operator import mirror_feeds, run_until_signalled
+from karpenter.providers import registry
+from karpenter.settings import Settings
 from karpenter.state.cluster import ClusterState
 from karpenter.viewer import keys, model, screen
 from karpenter.viewer import selector as sel
@@ -57,11 +60,10 @@ class ViewerOptions:
     """Flags of ``karpenter viewer`` after parsing."""
 
     kubeconfig: Path | None
-    catalogue: tuple[InstanceType, ...]
-    options: Options
+    provider: registry.Provider
+    settings: Settings
     nodepool: str = ""
     selector: str = ""
-    overlays: bool = False
     refresh_s: float = 0.25
     solve_every_s: float = 2.0
 
@@ -74,6 +76,7 @@ class Viewer:
     state: ClusterState
     tracker: Tracker
     clock: Clock
+    plugin: Plugin | None = None
     server: str = ""
     informers: list[Informer] = field(default_factory=list)
     ui: keys.Ui = field(default_factory=keys.Ui)
@@ -128,14 +131,18 @@ class Viewer:
         while True:
             await self.clock.sleep(wait)
             synced = all(i.synced.is_set() for i in self.informers)
-            if not synced or not self.tracker.pending or self.state.version == self._solved:
+            if self.plugin is None or not synced or self.state.version == self._solved:
                 continue
             self._solved = self.state.version
             started = self.clock.now()
-            cluster = self.state.snapshot(catalogue_by_pool(self.state, self.opts.catalogue))
+            types = await pool_types(self.plugin, self.state, started)
+            self.tracker.reprice(model.price_book(it for its in types.values() for it in its))
+            if not self.tracker.pending:
+                continue
+            cluster = self.state.snapshot(types)
             pods = self.state.provisionable_pods()
             nodes = {n.name for n in cluster.nodes}
-            results = await anyio.to_thread.run_sync(solve, cluster, pods, self.opts.options)
+            results = await anyio.to_thread.run_sync(solve, cluster, pods, self.plugin.options)
             self.reasons = {k: why for k, (_, _, why) in placements(results, nodes).items()}
             self._changed.set()
             wait = max(self.opts.solve_every_s, 10 * (self.clock.now() - started))
@@ -162,9 +169,11 @@ async def _read_keys(viewer: Viewer, fd: int) -> None:
 
 
 async def _serve(viewer: Viewer, kube: kc.KubeClient, fd: int, console: Console) -> None:
+    overlays = viewer.opts.settings.feature_gates["NodeOverlay"]
+    extra = viewer.plugin.informers if viewer.plugin is not None else ()
     viewer.informers = [
         Informer(kube, resource, sink, viewer.clock)
-        for resource, sink in mirror_feeds(viewer.state, overlays=viewer.opts.overlays)
+        for resource, sink in [*mirror_feeds(viewer.state, overlays=overlays), *extra]
     ]
     with Live(console=console, screen=True, auto_refresh=False) as live:
         async with anyio.create_task_group() as tg:
@@ -178,14 +187,17 @@ async def _serve(viewer: Viewer, kube: kc.KubeClient, fd: int, console: Console)
 
 async def _main(opts: ViewerOptions, fd: int) -> None:
     labels = sel.parse_selector(opts.selector)
-    state = ClusterState()
-    tracker = Tracker(
-        state, model.price_book(opts.catalogue), nodepool=opts.nodepool, selector=labels
-    )
-    viewer = Viewer(opts, state, tracker, RealClock())
+    clock = RealClock()
     try:
-        async with kc.connect(opts.kubeconfig) as kube:
-            await preflight.check(kube)
+        async with opened(opts.kubeconfig, opts.provider, opts.settings, clock) as (
+            kube,
+            host,
+            plugin,
+        ):
+            tracker = Tracker(
+                host.state, model.PriceBook(), nodepool=opts.nodepool, selector=labels
+            )
+            viewer = Viewer(opts, host.state, tracker, clock, plugin)
             viewer.server = str(getattr(kube.api.configuration, "host", ""))
             if not os.isatty(fd) or not sys.stdout.isatty():
                 raise ViewerError("needs a terminal (stdin and stdout must be a TTY)")

@@ -142,6 +142,12 @@ class Tracker:
             return None
         return model.NodeInput(None, claim)
 
+    def reprice(self, prices: model.PriceBook) -> None:
+        """New prices from the provider: every row is rebuilt on the next refresh."""
+        if prices != self.prices:
+            self.prices = prices
+            self._dirty.update(self.rows)
+
     def pending_pods(self) -> list[Pod]:
         """The pending pods' decoded values."""
         found = (self.state.pods.get(k) for k in sorted(self.pending))

@@ -115,15 +115,15 @@ def test_bad_settings(args: tuple[str, ...], name: str) -> None:
         ),
         pytest.param(
             ("explain", "pod", "x", "--cloud-provider", "aws", "--kubeconfig", "/missing"),
-            "--cloud-provider aws: set AWS_REGION",
-            id="explain-aws-region",
+            "invalid settings: CLUSTER_NAME: required with --cloud-provider aws",
+            id="explain-aws-settings",
         ),
         pytest.param(("simulate", "/nope.yaml"), "/nope.yaml", id="simulate-file"),
     ],
 )
 def test_bad_flags(args: tuple[str, ...], expected: str) -> None:
     """Bad flags are one line naming the flag or file, before any cluster is contacted."""
-    assert expected in _one_line(args, {"AWS_REGION": "", "AWS_DEFAULT_REGION": ""})
+    assert expected in _one_line(args, {"CLUSTER_NAME": ""})
 
 
 @pytest.mark.asyncio
