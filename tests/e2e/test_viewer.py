@@ -24,18 +24,20 @@ _TMUX = shutil.which("tmux") or "/usr/bin/tmux"
 
 
 class Terminal:
-    """One tmux session running a command."""
+    """One tmux session running a command, on a tmux server of its own (a shared server's
+    options or attached clients would change the window size)."""
 
     def __init__(self, name: str, command: str) -> None:
         self.name = name
+        self.tmux = [_TMUX, "-L", name, "-f", "/dev/null"]
         subprocess.run(
-            [_TMUX, "new-session", "-d", "-s", name, "-x", "200", "-y", "45", command],
+            [*self.tmux, "new-session", "-d", "-s", name, "-x", "200", "-y", "45", command],
             check=True,
         )
 
     def screen(self) -> str:
         out = subprocess.run(
-            [_TMUX, "capture-pane", "-p", "-t", self.name],
+            [*self.tmux, "capture-pane", "-p", "-t", self.name],
             check=False,
             capture_output=True,
             text=True,
@@ -43,7 +45,7 @@ class Terminal:
         return out.stdout
 
     def keys(self, *keys: str) -> None:
-        subprocess.run([_TMUX, "send-keys", "-t", self.name, *keys], check=True)
+        subprocess.run([*self.tmux, "send-keys", "-t", self.name, *keys], check=True)
 
     def wait(self, ok: Callable[[str], bool], what: str, wait_s: float = 60.0) -> str:
         deadline = time.monotonic() + wait_s
@@ -56,7 +58,7 @@ class Terminal:
             time.sleep(0.2)
 
     def close(self) -> None:
-        subprocess.run([_TMUX, "kill-session", "-t", self.name], check=False, capture_output=True)
+        subprocess.run([*self.tmux, "kill-server"], check=False, capture_output=True)
 
 
 def _exit_status(path: Path, wait_s: float = 20.0) -> str:
@@ -68,7 +70,9 @@ def _exit_status(path: Path, wait_s: float = 20.0) -> str:
 
 def _viewer(control_plane: ControlPlane, pool: str, status: Path) -> Terminal:
     command = (
-        f"cd {_REPO} && PYTHONPATH={_REPO} {sys.executable} -m karpenter viewer "
+        # COLUMNS/LINES from the test runner's environment would override the pane's size
+        f"cd {_REPO} && env -u COLUMNS -u LINES PYTHONPATH={_REPO} "
+        f"{sys.executable} -m karpenter viewer "
         f"--kubeconfig {control_plane.kubeconfig} --nodepool {pool} --catalog fake:20; "
         f"echo $? > {status}; sleep 60"
     )
