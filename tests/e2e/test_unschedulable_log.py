@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -55,8 +56,11 @@ async def test_each_unschedulable_pod_is_logged_once(control_plane: ControlPlane
             small = logged(f"{ns}/small")
             # deleting the pool changes the reason (logged again): count before cleaning up
             await harness.cleanup(kube, pool, ns)
-    assert len(huge) == 1, huge
-    assert huge[0]["reason"].startswith("no instance type has 500 cpu")
+    # other tests' NodePools in the shared cluster add clauses to the reason (and, coming or
+    # going, change it: logged again); what must never happen is the same reason twice
+    reasons = [e["reason"] for e in huge]
+    assert reasons and all(a != b for a, b in itertools.pairwise(reasons)), reasons
+    assert all("no instance type has 500 cpu" in r for r in reasons)
     assert small == []
     passes = [e for e in logs if e.get("event") == "provisioning pass" and e.get("pods")]
-    assert len(passes) >= 2  # the pod was seen by several passes, and logged once
+    assert len(passes) > len(huge)  # several passes saw the pod; it was logged once per reason
