@@ -25,6 +25,10 @@ import anyio.abc
 from karpenter.aio.clock import Clock
 from karpenter.api import schedulerconfig
 from karpenter.cloud.plugin import Service
+from karpenter.controllers.capacity_buffers import CapacityBuffers
+from karpenter.controllers.condition_metrics import ConditionMetrics
+from karpenter.controllers.consistency import Consistency
+from karpenter.controllers.consolidatable import ConsolidatableWatch
 from karpenter.controllers.context import ControllerContext
 from karpenter.controllers.disruption import POLL_S as DISRUPTION_POLL_S
 from karpenter.controllers.disruption import VALIDATION_S as DISRUPTION_VALIDATION_S
@@ -37,6 +41,7 @@ from karpenter.controllers.nodeclaim_gc import NodeClaimGC
 from karpenter.controllers.nodepool import NodePoolStatus
 from karpenter.controllers.podevents import PodEvents
 from karpenter.controllers.provisioner import Provisioner
+from karpenter.controllers.registration_health import RegistrationHealth
 from karpenter.controllers.state_metrics import StateMetrics
 from karpenter.controllers.static_capacity import StaticCapacity
 from karpenter.controllers.termination import Termination
@@ -46,6 +51,9 @@ from karpenter.kube.leader import LeaderElector
 from karpenter.observability.logging import get_logger
 from karpenter.observability.server import serve_http
 from karpenter.state.cluster import ClusterState
+
+# The batcher key under which CapacityBuffer changes ask for a provisioning pass.
+BUFFERS = "capacitybuffers"
 
 
 def default_identity() -> str:
@@ -143,7 +151,15 @@ class Operator:
         self.nodepool_status = NodePoolStatus(ctx)
         self.podevents = PodEvents(ctx)
         self.drift = DriftWatch(ctx)
+        self.consolidatable = ConsolidatableWatch(ctx)
+        self.consistency = Consistency(ctx)
+        self.registration_health = RegistrationHealth(ctx)
+        self.lifecycle.registration_health = self.registration_health
         self.disruption = Disruption(ctx, poll_s=timing[0], validation_s=timing[1])
+        # status-condition counts: every replica, unless cluster-state observability is off
+        self.condition_metrics = (
+            None if ctx.settings.DISABLE_CLUSTER_STATE_OBSERVABILITY else ConditionMetrics(ctx)
+        )
         # every replica exports what its mirror shows (upstream's metrics.* controllers)
         self.state_metrics = (
             None if ctx.settings.DISABLE_CLUSTER_STATE_OBSERVABILITY else StateMetrics(ctx)
@@ -160,6 +176,13 @@ class Operator:
             batch_max_s=ctx.settings.batch_max_seconds,
             default_spread=schedulerconfig.load(ctx.settings.SCHEDULER_CONFIG),
         )
+        # CapacityBuffer (feature gate, off by default as upstream): headroom as virtual pods
+        self.capacity_buffers: CapacityBuffers | None = None
+        if ctx.settings.feature_gates["CapacityBuffer"]:
+            provisioner = self.provisioner
+            buffers = CapacityBuffers(ctx, on_change=lambda: provisioner.batcher.trigger(BUFFERS))
+            self.capacity_buffers = buffers
+            provisioner.extra_pods = lambda: buffers.pods
         # On the leader, in this order: the queue-driven controllers (each reports started),
         # then the polling loops.
         self.queued: tuple[Service, ...] = (
@@ -176,6 +199,10 @@ class Operator:
                 self.nodeclaim_gc,
                 self.disruption,
                 self.drift,
+                self.consolidatable,
+                self.consistency,
+                self.registration_health,
+                self.capacity_buffers,
                 self.node_health,
                 self.static_capacity,
             )
@@ -210,6 +237,8 @@ class Operator:
                 await tg.start(service)
             for informer in self.informers:
                 await tg.start(informer.run)
+            if self.condition_metrics is not None:
+                tg.start_soon(self.condition_metrics.run)
             self._log.info("cluster state synced")
             task_status.started()
             if self.elector is None:

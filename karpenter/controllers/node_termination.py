@@ -33,6 +33,7 @@ import anyio.abc
 
 from karpenter.aio.keyed_queue import KeyedQueue
 from karpenter.cloud.provider import NodeClaimNotFoundError
+from karpenter.controllers import conditions
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core import termination as term
 from karpenter.core.model import labels as lbl
@@ -166,19 +167,17 @@ class NodeTermination(Controller):
         current = self.state.nodeclaims.raw(codec.name(claim_raw)) if claim_raw else None
         if current is None:
             return
-        conds = codec.conditions(current)
-        if not codec.set_condition(conds, kind, status, reason, message, self.clock.now()):
-            return
-        try:
-            obj = await self.kube.merge_patch(
-                NODECLAIMS,
-                codec.name(current),
-                {"status": {"conditions": conds}},
-                subresource="status",
-            )
-        except errors.NotFound:
-            return
-        self.state.nodeclaims.upsert(obj)
+        now = self.clock.now()
+
+        def change(conds: list[Obj]) -> bool:
+            return codec.set_condition(conds, kind, status, reason, message, now)
+
+        # optimistic concurrency: a condition another controller wrote meanwhile is kept
+        obj = await conditions.update(
+            self.kube, NODECLAIMS, codec.name(current), change, raw=current
+        )
+        if obj is not None:
+            self.state.nodeclaims.upsert(obj)
 
     # ---- taint ----------------------------------------------------------------------------------
 

@@ -17,17 +17,17 @@ Upstream splits this over ``nodepool.validation``, ``nodepool.readiness`` and
 
 from __future__ import annotations
 
-from typing import Any
 
 import anyio
 import anyio.abc
 
 from karpenter.aio.keyed_queue import KeyedQueue
+from karpenter.controllers import conditions
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.quantity import MILLI, format_quantity
-from karpenter.kube import codec, errors
+from karpenter.kube import codec
 from karpenter.kube.client import NODEPOOLS, Obj
 
 # upstream's BaseResources: always present, zero when the pool has no nodes
@@ -80,21 +80,12 @@ class NodePoolStatus(Controller):
         ready = "False" if problem else "True"
         codec.set_condition(conds, "Ready", ready, "NotReady" if problem else "Ready", problem, now)
         nodes, capacity = self._count(name)
-        patch: dict[str, Any] = {}
-        status = raw.get("status") or {}
-        if conds != codec.conditions(raw):
-            patch["conditions"] = conds
-        if status.get("nodes") != nodes:
-            patch["nodes"] = nodes
-        if status.get("resources") != capacity:
-            patch["resources"] = capacity
-        if patch:
-            try:
-                obj = await self.kube.merge_patch(
-                    NODEPOOLS, name, {"status": patch}, subresource="status"
-                )
-            except errors.NotFound:
-                return None
+        # Only this controller's own condition changes are replayed on a Conflict, so a
+        # NodeRegistrationHealthy written meanwhile is kept.
+        change = conditions.replaying(codec.conditions(raw), conds)
+        fields = {"nodes": nodes, "resources": capacity}
+        obj = await conditions.update(self.kube, NODEPOOLS, name, change, raw=raw, status=fields)
+        if obj is not None:
             self.state.nodepools.upsert(obj)
         return None
 

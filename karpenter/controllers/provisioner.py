@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +29,11 @@ from karpenter.aio.batcher import Batcher
 from karpenter.cloud.provider import CloudProvider, CloudProviderError
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.spreadselectors import SpreadSelectors
+from karpenter.core.buffers import is_virtual
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import NodePool
-from karpenter.core.model.pod import TopologySpread
+from karpenter.core.model.pod import Pod, TopologySpread
 from karpenter.core.provisioning import overlays as overlay_types
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.provisioning.scheduler import solve
@@ -88,6 +89,7 @@ async def create_nodeclaim(
     pool: NodePool,
     reason: str,
     log: Any,
+    annotations: Mapping[str, str] | None = None,
 ) -> str:
     """Create one of the solver's NodeClaims; its name, or "" when the API refused it.
 
@@ -98,7 +100,7 @@ async def create_nodeclaim(
     pool_obj = state.nodepools.raw(pool.name)
     if pool_obj is None:
         return ""
-    body = codec.nodeclaim_manifest(claim, pool, pool_obj)
+    body = codec.nodeclaim_manifest(claim, pool, pool_obj, annotations)
     try:
         obj = await kube.create(NODECLAIMS, body)
     except errors.ApiError as err:
@@ -124,6 +126,10 @@ async def create_nodeclaim(
 
 class Provisioner(Controller):
     """The provisioning loop (a singleton: runs only on the leader)."""
+
+    # Set by the composition root when CapacityBuffers are on: the buffers' virtual pods,
+    # scheduled with the real pending pods of every pass but never nominated or reported.
+    extra_pods: Callable[[], Sequence[Pod]] | None = None
 
     def __init__(
         self,
@@ -199,7 +205,8 @@ class Provisioner(Controller):
         # Snapshot and pending pods in one synchronous step: no event can slip in between.
         cluster = self.state.snapshot(types)
         pending = self.state.provisionable_pods()
-        if not pending:
+        virtual = list(self.extra_pods()) if self.extra_pods is not None else []
+        if not pending and not virtual:
             self.unschedulable = {}
             report = PassReport(0, (), {})
             self.passes.append(report)
@@ -207,7 +214,9 @@ class Provisioner(Controller):
         if self.default_spread:
             pending = await SpreadSelectors(self.kube).apply(pending, self.default_spread)
         started = self.clock.now()
-        results: Results = await anyio.to_thread.run_sync(solve, cluster, pending, self.options)
+        results: Results = await anyio.to_thread.run_sync(
+            solve, cluster, [*pending, *virtual], self.options
+        )
         self.metrics.scheduler_scheduling_duration.labels(controller="provisioner").observe(
             self.clock.now() - started
         )
@@ -237,7 +246,8 @@ class Provisioner(Controller):
                 created.append(name)
                 until = self.clock.now() + self.nomination_s
                 for pod in claim.pods:
-                    self.state.nominate(pod.key, name, until)
+                    if not is_virtual(pod):
+                        self.state.nominate(pod.key, name, until)
 
         async with anyio.create_task_group() as tg:
             for claim in results.new_claims:
@@ -256,6 +266,8 @@ class Provisioner(Controller):
             self.placed_at[pod.key] = self.created_at[name]
         _trim(self.placed_at)
         for pod in claim.pods:
+            if is_virtual(pod):
+                continue
             await self.recorder.publish(
                 codec.pod_reference(pod),
                 events.NORMAL,
@@ -267,7 +279,8 @@ class Provisioner(Controller):
     async def _report_nominations(self, results: Results) -> None:
         """Pods the pass placed on existing or in-flight capacity (deduplicated per node)."""
         until = self.clock.now() + self.nomination_s
-        for node_name, pods in results.existing:
+        for node_name, placed in results.existing:
+            pods = [p for p in placed if not is_virtual(p)]
             for pod in pods:
                 self.state.nominate(pod.key, node_name, until)
             kind = "node" if self.state.nodes.raw(node_name) is not None else "nodeclaim"
@@ -281,11 +294,12 @@ class Provisioner(Controller):
 
     def _log_unschedulable(self, results: Results) -> None:
         """Log each pod that became unschedulable (or whose reason changed) once; the pass
-        line only counts them."""
-        for key, reason in sorted(results.unschedulable.items()):
+        line only counts them. CapacityBuffers' virtual pods are not pods: not logged."""
+        real = {k: r for k, r in results.unschedulable.items() if self.state.pods.get(k)}
+        for key, reason in sorted(real.items()):
             if self.unschedulable.get(key) != reason:
                 self._log.info("pod is unschedulable", pod=key, reason=reason)
-        self.unschedulable = dict(results.unschedulable)
+        self.unschedulable = real
 
     async def _report_unschedulable(self, results: Results) -> None:
         for key, reason in sorted(results.unschedulable.items()):
