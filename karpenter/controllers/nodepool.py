@@ -17,7 +17,6 @@ Upstream splits this over ``nodepool.validation``, ``nodepool.readiness`` and
 
 from __future__ import annotations
 
-
 import anyio
 import anyio.abc
 
