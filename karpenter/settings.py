@@ -78,8 +78,9 @@ class Settings(BaseSettings):
     KARPENTER_SERVICE: str = ""
     LOG_OUTPUT_PATHS: str = "stdout"
     LOG_ERROR_OUTPUT_PATHS: str = "stderr"
-    # not upstream (zap's encoding came from a ConfigMap): json in clusters, console for humans
-    LOG_ENCODING: Literal["json", "console"] = "json"
+    # not upstream (zap's encoding came from a ConfigMap): json or console; unset picks console
+    # when the logs go to a terminal and json otherwise (``log_json_for``)
+    LOG_ENCODING: Literal["json", "console", ""] = ""
     ENABLE_PROFILING: bool = False
     DISABLE_CONTROLLER_WARMUP: bool = True
     DISABLE_CLUSTER_STATE_OBSERVABILITY: bool = False
@@ -167,8 +168,15 @@ class Settings(BaseSettings):
 
     @property
     def log_json(self) -> bool:
-        """Whether logs are JSON lines (LOG_ENCODING=json)."""
-        return self.LOG_ENCODING == "json"
+        """Whether logs are JSON lines when they do not go to a terminal."""
+        return self.log_json_for(terminal=False)
+
+    def log_json_for(self, *, terminal: bool) -> bool:
+        """Whether logs are JSON lines: LOG_ENCODING when set, else JSON unless every log sink
+        is a terminal (a person reading, who gets structlog's console renderer)."""
+        if self.LOG_ENCODING:
+            return self.LOG_ENCODING == "json"
+        return not terminal
 
     @property
     def log_output_paths(self) -> list[str]:

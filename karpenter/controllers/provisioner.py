@@ -154,6 +154,9 @@ class Provisioner(Controller):
         self.created_at: dict[str, float] = {}
         # pod key → when the NodeClaim meant for it was created (latency measurements)
         self.placed_at: dict[str, float] = {}
+        # pod key → the reason last logged for it (each pass sees every pending pod, so this
+        # holds exactly the pods unschedulable in the last pass)
+        self.unschedulable: dict[str, str] = {}
         self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
@@ -206,6 +209,7 @@ class Provisioner(Controller):
         pending = self.state.provisionable_pods()
         virtual = list(self.extra_pods()) if self.extra_pods is not None else []
         if not pending and not virtual:
+            self.unschedulable = {}
             report = PassReport(0, (), {})
             self.passes.append(report)
             return report
@@ -226,6 +230,7 @@ class Provisioner(Controller):
         created = await self._create_all(results, {p.name: p for p in pools})
         await self._report_nominations(results)
         await self._report_unschedulable(results)
+        self._log_unschedulable(results)
         report = PassReport(len(pending), tuple(created), dict(results.unschedulable))
         self.passes.append(report)
         self._log.info(
@@ -304,6 +309,15 @@ class Provisioner(Controller):
                     "Nominated",
                     f"Pod should schedule on: {kind}/{node_name}",
                 )
+
+    def _log_unschedulable(self, results: Results) -> None:
+        """Log each pod that became unschedulable (or whose reason changed) once; the pass
+        line only counts them. CapacityBuffers' virtual pods are not pods: not logged."""
+        real = {k: r for k, r in results.unschedulable.items() if self.state.pods.get(k)}
+        for key, reason in sorted(real.items()):
+            if self.unschedulable.get(key) != reason:
+                self._log.info("pod is unschedulable", pod=key, reason=reason)
+        self.unschedulable = real
 
     async def _report_unschedulable(self, results: Results) -> None:
         for key, reason in sorted(results.unschedulable.items()):

@@ -31,6 +31,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from karpenter.sandbox import build
+
 __all__ = ["ControlPlaneError", "LocalControlPlane", "ensure_binaries"]
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -48,25 +50,30 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not be built or started; the message carries the log tail."""
 
 
-def ensure_binaries(timeout_s: float = 3600.0) -> Path:
+def ensure_binaries(timeout_s: float = 3600.0, progress: build.Progress | None = None) -> Path:
     """Return the directory holding the control-plane binaries, building them if needed.
 
     The build script is idempotent and exits at once when its cache is warm, so calling this
     every session is cheap. Failures raise, never skip: a test run that cannot build its
-    control plane must go red.
+    control plane must go red. With ``progress``, the build's steps are reported as they
+    happen (elapsed time, what is being built, the cache path), for a person waiting on it.
     """
     override = os.environ.get("KARPENTER_CONTROLPLANE_BIN_DIR")
     if override:
         return _checked_bin_dir(Path(override))
     if not _BUILD_SCRIPT.is_file():
         raise ControlPlaneError(f"build script not found at {_BUILD_SCRIPT}")
-    proc = subprocess.run(
-        ["bash", str(_BUILD_SCRIPT)],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
+    proc: build.Outcome | subprocess.CompletedProcess[str]
+    if progress is not None:
+        proc = build.run(_BUILD_SCRIPT, progress, timeout_s=timeout_s)
+    else:
+        proc = subprocess.run(
+            ["bash", str(_BUILD_SCRIPT)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
     if proc.returncode != 0:
         raise ControlPlaneError(
             f"{_BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{_tail(proc.stderr)}"
