@@ -48,6 +48,7 @@ class Entry:
     at: float  # requestReceivedTimestamp, unix seconds
     user_agent: str
     body: dict[str, Any]  # the response object (NodeClaim creations only)
+    forbidden: bool = False  # RBAC said no (not e.g. admission refusing a terminating namespace)
 
 
 def _entry(doc: dict[str, Any]) -> Entry | None:
@@ -72,6 +73,7 @@ def _entry(doc: dict[str, Any]) -> Entry | None:
         at=at,
         user_agent=doc.get("userAgent", ""),
         body=doc.get("responseObject") or {},
+        forbidden=(doc.get("annotations") or {}).get("authorization.k8s.io/decision") == "forbid",
     )
 
 
