@@ -5,6 +5,7 @@ with more trials, on a control plane and a moto server of their own.
     python3 bench/faults_matrix.py ec2 --trials 5
     python3 bench/faults_matrix.py failover --trials 5
     python3 bench/faults_matrix.py controlplane --trials 3
+    python3 bench/faults_matrix.py drains --trials 3
 
 Each prints one line per trial and a JSON summary (with the load average) at the end.
 """
@@ -26,10 +27,10 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from karpenter.sandbox.controlplane import LocalControlPlane, ensure_binaries  # noqa: E402
-from tests.e2e.conftest import ControlPlane, install_crds  # noqa: E402
-from tests.faults import audit, cpfaults, crash, ec2faults, failover  # noqa: E402
-from tests.faults import aws as fa  # noqa: E402
+from karpenter.sandbox.controlplane import LocalControlPlane, ensure_binaries
+from tests.e2e.conftest import ControlPlane, install_crds
+from tests.faults import audit, cpfaults, crash, drains, ec2faults, failover
+from tests.faults import aws as fa
 
 
 async def _crash(plane: ControlPlane, url: str, args: argparse.Namespace, work: Path) -> Any:
@@ -91,7 +92,32 @@ async def _controlplane(plane: ControlPlane, url: str, args: argparse.Namespace,
     return rows
 
 
-RUNS = {"crash": _crash, "ec2": _ec2, "failover": _failover, "controlplane": _controlplane}
+async def _drains(plane: ControlPlane, url: str, args: argparse.Namespace, _: Path) -> Any:
+    rows = []
+    for i in range(args.trials):
+        r = await drains.experiment(plane, args.seed + i, count=5)
+        rows.append({
+            "seed": r.seed, "workloads": [f"{w.replicas}x {w.pdb}" for w in r.workloads],
+            "breaches": len(r.breaches), "never_back": len(r.never_back),
+            "dnd_early": len(r.dnd_early), "dnd_forced_at_deadline": r.dnd_forced,
+            "claims_terminated": r.claims_deleted, "pods_evicted_or_drained": r.evictions_seen,
+            "samples": r.samples,
+        })  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # unwinds the context managers: the control plane is stopped
+
+
+RUNS = {
+    "crash": _crash,
+    "ec2": _ec2,
+    "failover": _failover,
+    "controlplane": _controlplane,
+    "drains": _drains,
+}
 
 
 def main() -> int:
@@ -100,6 +126,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _interrupt)
     work = Path(tempfile.mkdtemp(prefix=f"faults-{args.experiment}-"))
     start = time.monotonic()
     with (

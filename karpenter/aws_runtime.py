@@ -483,9 +483,7 @@ def count_malformed(metrics: Metrics, stats: sqs.PollStats) -> None:
     """Unparseable messages were received and deleted: counted under ``message_type="malformed"``
     (upstream has no kind for them; without a count they vanished from the metrics)."""
     if stats.malformed:
-        metrics.interruption_received_messages.labels(message_type="malformed").inc(
-            stats.malformed
-        )
+        metrics.interruption_received_messages.labels(message_type="malformed").inc(stats.malformed)
         metrics.interruption_deleted_messages.inc(stats.malformed)
 
 

@@ -66,9 +66,8 @@ def _entry(doc: dict[str, Any]) -> Entry | None:
         group=ref.get("apiGroup", ""),
         resource=resource,
         namespace=ref.get("namespace", ""),
-        name=ref.get("name", "") or (doc.get("responseObject") or {}).get("metadata", {}).get(
-            "name", ""
-        ),
+        name=ref.get("name", "")
+        or (doc.get("responseObject") or {}).get("metadata", {}).get("name", ""),
         code=int((doc.get("responseStatus") or {}).get("code", 0)),
         at=at,
         user_agent=doc.get("userAgent", ""),
@@ -79,7 +78,7 @@ def _entry(doc: dict[str, Any]) -> Entry | None:
 
 def read(path: Path, *, since: float = 0.0, user: str = "") -> list[Entry]:
     """Audited requests (ResponseComplete), optionally only from ``since`` and by ``user``."""
-    out = []
+    out: list[Entry] = []
     if not path.exists():
         return out
     for line in path.read_text(errors="replace").splitlines():

@@ -234,12 +234,12 @@ async def census(kube: kc.KubeClient, ec2: Any, cluster: str, namespaces: list[s
     """Leaks, stuck finalizers and unbound pods now (duplicates are counted by the caller)."""
     claims, _ = await kube.list(kc.NODECLAIMS)
     owned = {(c.get("status") or {}).get("providerID", "") for c in claims}
-    leaks = [provider_id(i) for i in await live_instances(ec2, cluster) if provider_id(i) not in owned]
+    leaks = [
+        provider_id(i) for i in await live_instances(ec2, cluster) if provider_id(i) not in owned
+    ]
     nodes, _ = await kube.list(kc.NODES)
     stuck_nodes = [n["metadata"]["name"] for n in nodes if n["metadata"].get("deletionTimestamp")]
-    stuck_claims = [
-        c["metadata"]["name"] for c in claims if c["metadata"].get("deletionTimestamp")
-    ]
+    stuck_claims = [c["metadata"]["name"] for c in claims if c["metadata"].get("deletionTimestamp")]
     unplaced = []
     for ns in namespaces:
         pods, _ = await kube.list(kc.PODS, ns)

@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
 import anyio
 
 from karpenter.kube import client as kc
@@ -87,7 +88,9 @@ async def _strike(
         await anyio.to_thread.run_sync(local.restart_apiserver)
     elif fault == "compact":
         for i in range(20):  # churn, so the compacted history is not empty
-            await kube.merge_patch(kc.NAMESPACES, "default", {"metadata": {"labels": {"c": str(i)}}})
+            await kube.merge_patch(
+                kc.NAMESPACES, "default", {"metadata": {"labels": {"c": str(i)}}}
+            )
         revision = await anyio.to_thread.run_sync(local.compact_etcd)
         report.gone_410 = _compacted(local.etcd_port, revision - 1)
         await anyio.to_thread.run_sync(local.restart_apiserver)

@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 
+from karpenter.aio.clock import RealClock
 from karpenter.kube import client as kc
 from karpenter.kube import errors
 from tests.e2e import harness
@@ -202,7 +203,7 @@ async def trial(c: Campaign, index: int, phase: str) -> Trial:
     t = Trial(phase, round(c.rng.uniform(0.0, KILL_WINDOW_S[phase]), 3))
     ns = await harness.namespace(c.kube)
     pool = f"crash-{index}-{uuid.uuid4().hex[:4]}"
-    since = time.time() - 1.0
+    since = RealClock().now() - 1.0
     await c.kube.create(kc.NODEPOOLS, fa.nodepool(pool, c.nodeclass))
     await c.kube.create(kc.DEPLOYMENTS, deployment(pool), ns)
     t.restart_s = await _phase(c, phase, ns, pool, t.kill_after_s)
@@ -223,7 +224,7 @@ async def trial(c: Campaign, index: int, phase: str) -> Trial:
 async def _nodeclass_ready(kube: kc.KubeClient, name: str) -> bool:
     obj = await kube.get(kc.EC2NODECLASSES, name)
     conditions = {x["type"]: x for x in (obj.get("status") or {}).get("conditions", [])}
-    return conditions.get("Ready", {}).get("status") == "True"
+    return bool(conditions.get("Ready", {}).get("status") == "True")
 
 
 async def _final_leaks(c: Campaign, report: Report, ec2: Any) -> None:
@@ -279,7 +280,9 @@ async def campaign(
             await harness.eventually(
                 lambda: _nodeclass_ready(kube, nodeclass), "EC2NodeClass Ready", SETTLE_S
             )
-            c = Campaign(plane, account, controller, kube, user, nodeclass, random.Random(seed), say)
+            c = Campaign(
+                plane, account, controller, kube, user, nodeclass, random.Random(seed), say
+            )
             for i in range(trials):
                 report.trials.append(await trial(c, i, PHASES[i % len(PHASES)]))
             await _final_leaks(c, report, ec2)

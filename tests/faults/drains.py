@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,7 +90,9 @@ def _pdb(w: Workload) -> dict[str, Any]:
     }
 
 
-def _deployment(w: Workload, pool: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def _deployment(
+    w: Workload, pool: str, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     body = crash.deployment(pool, w.replicas, w.cpu)
     body["metadata"]["name"] = w.name
     labels = {"app": w.name}
@@ -126,8 +127,10 @@ async def kubelet(kube: kc.KubeClient, ns: str) -> None:
         pods, _ = await kube.list(kc.PODS, ns)
         now = codec.rfc3339(RealClock().now())
         for p in pods:
-            if p["spec"].get("nodeName") and not _healthy(p) and not p["metadata"].get(
-                "deletionTimestamp"
+            if (
+                p["spec"].get("nodeName")
+                and not _healthy(p)
+                and not p["metadata"].get("deletionTimestamp")
             ):
                 status = {
                     "phase": "Running",
@@ -184,7 +187,9 @@ class Observer:
             whole &= healthy >= w.replicas
             if self.armed and healthy < w.desired_healthy():
                 if w.name not in self.breached:
-                    self.report.breaches.append(f"{w.name} {w.pdb}: {healthy} < {w.desired_healthy()}")
+                    self.report.breaches.append(
+                        f"{w.name} {w.pdb}: {healthy} < {w.desired_healthy()}"
+                    )
                 self.breached.add(w.name)
             else:
                 self.breached.discard(w.name)
@@ -194,7 +199,7 @@ class Observer:
         self.armed |= whole
 
     def _dnd(self, pods: list[dict[str, Any]]) -> None:
-        now = time.time()
+        now = RealClock().now()
         live = {p["metadata"]["uid"]: p["spec"].get("nodeName", "") for p in pods}
         for uid, node in list(self.dnd.items()):
             if uid in live:
@@ -212,7 +217,9 @@ async def _whole(kube: kc.KubeClient, ns: str, ws: list[Workload]) -> list[str]:
     pods, _ = await kube.list(kc.PODS, ns)
     missing = []
     for w in ws:
-        healthy = sum(1 for p in pods if p["metadata"].get("labels", {}).get("app") == w.name and _healthy(p))
+        healthy = sum(
+            1 for p in pods if p["metadata"].get("labels", {}).get("app") == w.name and _healthy(p)
+        )
         if healthy < w.replicas:
             missing.append(f"{w.name}: {healthy}/{w.replicas}")
     return missing

@@ -125,83 +125,93 @@ def _all_pools(params: list[tuple[str, str]]) -> set[tuple[str, str]]:
     return {(f.get("InstanceType", ""), f.get("AvailabilityZone", "")) for f in fields.values()}
 
 
+_FAULT_ANSWERS = {
+    "throttle": ("RequestLimitExceeded", 503, "Request limit exceeded."),
+    "5xx": ("InternalError", 500, "An internal error has occurred"),
+}
+
+
 class _Reset(Exception):
     """Drop the connection without an answer."""
 
 
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """Forwards to moto or answers with the fault the plan draws."""
+
+    plan: Plan
+    target: urllib.parse.ParseResult
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        params = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
+        action = dict(params).get("Action", "")
+        fault = self.plan.draw(action)
+        if fault:
+            return self._inject(fault, params)
+        self._forward(action, body, params)
+
+    def _inject(self, fault: str, params: list[tuple[str, str]]) -> None:
+        if fault in ("reset", "timeout"):
+            if fault == "timeout":
+                time.sleep(self.plan.hold_s)
+            self._reset()
+        code, status, message = _FAULT_ANSWERS.get(fault, ("", 200, ""))
+        if code:
+            return self._reply(status, _ERROR.format(code=code, message=message))
+        self._reply(200, _ice_answer(params))  # "ice"
+
+    def _forward(self, action: str, body: bytes, params: list[tuple[str, str]]) -> None:
+        extra = ""
+        if action == "CreateFleet" and "DryRun" not in dict(params):
+            with self.plan.lock:
+                empty = set(self.plan.no_capacity)
+            kept, dropped, _ = _rewrite_fleet(params, empty)
+            if dropped:
+                lifecycle = dict(params).get(
+                    "TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand"
+                )
+                extra = _error_items(dropped, lifecycle, Capacity())
+                if not any(".Overrides." in k for k, _ in kept):
+                    return self._reply(200, _ice_answer(params))
+                body = urllib.parse.urlencode(kept).encode()
+        conn = http.client.HTTPConnection(
+            self.target.hostname or "127.0.0.1", self.target.port, timeout=60
+        )
+        headers = {
+            k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")
+        }
+        headers["Content-Length"] = str(len(body))
+        conn.request("POST", self.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read().decode()
+        conn.close()
+        if extra:
+            data = data.replace("<fleetInstanceSet>", extra + "<fleetInstanceSet>", 1)
+        self._reply(resp.status, data)
+
+    def _reply(self, status: int, text: str) -> None:
+        raw = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/xml")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _reset(self) -> None:
+        # SO_LINGER 0: close() sends RST, which the client sees as "connection reset"
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close_connection = True
+        raise _Reset
+
+
 def _handler(upstream: str, plan: Plan) -> type[http.server.BaseHTTPRequestHandler]:
-    target = urllib.parse.urlparse(upstream)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            params = urllib.parse.parse_qsl(body.decode(), keep_blank_values=True)
-            action = dict(params).get("Action", "")
-            fault = plan.draw(action)
-            if fault in ("reset", "timeout"):
-                if fault == "timeout":
-                    time.sleep(plan.hold_s)
-                self._reset()
-                return
-            if fault == "throttle":
-                return self._reply(503, _ERROR.format(code="RequestLimitExceeded",
-                                                      message="Request limit exceeded."))
-            if fault == "5xx":
-                return self._reply(500, _ERROR.format(code="InternalError",
-                                                      message="An internal error has occurred"))
-            if fault == "ice":
-                return self._reply(200, _ice_answer(params))
-            self._forward(action, body, params)
-
-        def _forward(self, action: str, body: bytes, params: list[tuple[str, str]]) -> None:
-            extra = ""
-            if action == "CreateFleet" and "DryRun" not in dict(params):
-                with plan.lock:
-                    empty = set(plan.no_capacity)
-                kept, dropped, _ = _rewrite_fleet(params, empty)
-                if dropped:
-                    lifecycle = dict(params).get(
-                        "TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand"
-                    )
-                    extra = _error_items(dropped, lifecycle, Capacity())
-                    if not any(".Overrides." in k for k, _ in kept):
-                        return self._reply(200, _ice_answer(params))
-                    body = urllib.parse.urlencode(kept).encode()
-            conn = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port, timeout=60)
-            headers = {
-                k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")
-            }
-            headers["Content-Length"] = str(len(body))
-            conn.request("POST", self.path, body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read().decode()
-            conn.close()
-            if extra:
-                data = data.replace("<fleetInstanceSet>", extra + "<fleetInstanceSet>", 1)
-            self._reply(resp.status, data)
-
-        def _reply(self, status: int, text: str) -> None:
-            raw = text.encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "text/xml")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def _reset(self) -> None:
-            # SO_LINGER 0: close() sends RST, which the client sees as "connection reset"
-            self.connection.setsockopt(
-                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-            )
-            self.close_connection = True
-            raise _Reset
-
-    return Handler
+    attrs = {"plan": plan, "target": urllib.parse.urlparse(upstream)}
+    return type("Handler", (_Handler,), attrs)
 
 
 class _Server(http.server.ThreadingHTTPServer):

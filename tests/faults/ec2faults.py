@@ -32,7 +32,9 @@ from tests.faults.ec2_proxy import Plan, ec2_fault_proxy
 from tests.faults.process import LEADING_LINE, Controller, base_env
 
 # the two cheapest pools of the pool's types never have capacity in any zone
-NO_CAPACITY = {(t, z) for t in ("c5.large", "m5.large") for z in ("us-east-1a", "us-east-1b", "us-east-1c")}
+NO_CAPACITY = {
+    (t, z) for t in ("c5.large", "m5.large") for z in ("us-east-1a", "us-east-1b", "us-east-1c")
+}
 DEFAULT_RATES = {
     "CreateFleet": {"ice": 0.2, "throttle": 0.15, "5xx": 0.1, "reset": 0.05, "timeout": 0.05},
     "TerminateInstances": {"throttle": 0.2, "5xx": 0.1, "reset": 0.1},

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 
+from karpenter.aio.clock import RealClock
 from karpenter.kube import client as kc
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
@@ -68,11 +69,17 @@ def _overlaps(entries: list[audit.Entry], old: str, new: str, killed: float) -> 
     """Writes by ``new`` before ``old`` was killed, and by ``old`` received after ``new`` first
     wrote (the Lease itself excluded: campaigning is how they agree)."""
     writes = [e for e in entries if e.verb in audit.WRITE_VERBS and e.resource != "leases"]
-    early = [f"{new}: {e.verb} {e.resource}/{e.name}" for e in writes if e.user == new and e.at < killed]
+    early = [
+        f"{new}: {e.verb} {e.resource}/{e.name}" for e in writes if e.user == new and e.at < killed
+    ]
     first_new = min((e.at for e in writes if e.user == new), default=None)
     if first_new is None:
         return early
-    late = [f"{old}: {e.verb} {e.resource}/{e.name}" for e in writes if e.user == old and e.at > first_new]
+    late = [
+        f"{old}: {e.verb} {e.resource}/{e.name}"
+        for e in writes
+        if e.user == old and e.at > first_new
+    ]
     return early + late
 
 
@@ -83,7 +90,7 @@ async def one_round(plane: ControlPlane, how: signal.Signals, work: Path) -> Rou
     a = _replica(plane, f"karpenter-a-{suffix}", lease, work)
     b = _replica(plane, f"karpenter-b-{suffix}", lease, work)
     result = Round(how.name)
-    since = time.time() - 1.0
+    since = RealClock().now() - 1.0
     a.start()
     try:
         await anyio.to_thread.run_sync(a.wait_for, LEADING_LINE)
@@ -97,7 +104,7 @@ async def one_round(plane: ControlPlane, how: signal.Signals, work: Path) -> Rou
             for i in range(2):
                 await kube.create(kc.PODS, harness.pod(f"a-{i}", pool), ns)
             await harness.eventually(lambda: _bound(kube, ns, 2), "A's pods bound", SETTLE_S)
-            killed, result.killed_at = time.monotonic(), time.time()
+            killed, result.killed_at = time.monotonic(), RealClock().now()
             result.exit_code = await anyio.to_thread.run_sync(a.signal, how)
 
             async def moved() -> bool:

@@ -32,7 +32,9 @@ pytestmark = pytest.mark.faults
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 _KNOWN = st.sampled_from(
@@ -119,7 +121,9 @@ async def _poll(url: str, queue: str, bodies: list[str], flaky: str) -> tuple[sq
 
 
 @given(st.lists(BODIES, min_size=1, max_size=12), st.data())
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_sqs_garbage_is_deleted_and_counted_transient_failures_stay(
     moto_url: str, bodies: list[str], data: st.DataObject
 ) -> None:
@@ -183,22 +187,33 @@ def test_any_environment_gives_settings_or_one_line_naming_the_variable(
             assert any(name in text for name in env), (env, text)
 
 
-_DOC_KINDS = ["NodePool", "Pod", "Node", "NodeClaim", "DaemonSet", "InstanceType",
-              "InstanceTypeCatalog", "PersistentVolumeClaim", "StorageClass", "List", "Bogus"]  # fmt: skip
+_DOC_KINDS = [
+    "NodePool", "Pod", "Node", "NodeClaim", "DaemonSet", "InstanceType",
+    "InstanceTypeCatalog", "PersistentVolumeClaim", "StorageClass", "List", "Bogus",
+]  # fmt: skip
 
 
 @st.composite
 def scenario_docs(draw: st.DrawFn) -> list[Any]:
     """Kubernetes-shaped documents with random fields, and non-documents."""
     doc = st.fixed_dictionaries(
-        {"apiVersion": st.sampled_from(["v1", "karpenter.sh/v1", "x"]), "kind": st.sampled_from(_DOC_KINDS)},
-        optional={"metadata": _JSON | st.fixed_dictionaries({"name": _JSON}), "spec": _JSON, "items": _JSON},
+        {
+            "apiVersion": st.sampled_from(["v1", "karpenter.sh/v1", "x"]),
+            "kind": st.sampled_from(_DOC_KINDS),
+        },
+        optional={
+            "metadata": _JSON | st.fixed_dictionaries({"name": _JSON}),
+            "spec": _JSON,
+            "items": _JSON,
+        },
     )
     return draw(st.lists(doc | _JSON, min_size=1, max_size=4))
 
 
 @given(docs=scenario_docs())
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_any_simulate_file_answers_or_exits_2_with_one_line(
     docs: list[Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -105,7 +105,9 @@ def _grants(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 def _used(entries: list[audit.Entry]) -> tuple[set[tuple[str, str, str]], list[str]]:
     used, denied = set(), []
     for e in entries:
-        resource = "services:kube-dns" if e.resource == "services" and e.name == "kube-dns" else e.resource
+        resource = (
+            "services:kube-dns" if e.resource == "services" and e.name == "kube-dns" else e.resource
+        )
         if e.forbidden:
             denied.append(f"{e.verb} {e.group}/{resource} {e.namespace}/{e.name}")
         used.add((e.verb, e.group, resource))
@@ -188,7 +190,9 @@ async def test_chart_rbac_is_exactly_what_the_controller_uses_and_no_secret_is_l
         docs, sa = await _install(api, ns)
         token = await _token(api, ns, sa)
     lease = next(
-        d["rules"][1]["resourceNames"][0] for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == ns
+        d["rules"][1]["resourceNames"][0]
+        for d in docs
+        if d["kind"] == "Role" and d["metadata"]["name"] == ns
     )
     account = await fa.seed(moto_url, f"sec-{uuid.uuid4().hex[:6]}")
     kubeconfig = _kubeconfig(fault_plane, token, tmp_path / "sa.kubeconfig")

@@ -2,9 +2,9 @@
 
 The provider itself knows nothing of metrics; ``attach`` hooks its batchers, its launch
 templates and its insufficient-capacity memory (each pool hidden is logged and its offering
-gauge drops to 0 at once) to a ``Metrics`` (the composition root calls it once), and ``publish_offerings``
-rewrites the offering and instance-type gauges from the NodeClasses' catalogues, which the
-runtime does every minute as upstream does.
+gauge drops to 0 at once) to a ``Metrics`` (the composition root calls it once), and
+``publish_offerings`` rewrites the offering and instance-type gauges from the NodeClasses'
+catalogues, which the runtime does every minute as upstream does.
 
 User data is measured when a launch template is created, the only time it is rendered into
 EC2 (the template name hashes the user data, so any change makes a new template and a new
@@ -37,7 +37,9 @@ def attach(provider: AWSCloudProvider, metrics: Metrics, log: Any) -> None:
     provider.instances.describe_batcher.on_batch = functools.partial(_batch, metrics, BATCHERS[1])
     provider.instances.terminate_batcher.on_batch = functools.partial(_batch, metrics, BATCHERS[2])
     provider.launch_templates.on_create = functools.partial(_user_data, metrics, log)
-    provider.on_unavailable = functools.partial(_unavailable, metrics, log, provider.unavailable.ttl)
+    provider.on_unavailable = functools.partial(
+        _unavailable, metrics, log, provider.unavailable.ttl
+    )
 
 
 def _unavailable(

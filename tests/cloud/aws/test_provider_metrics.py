@@ -106,4 +106,5 @@ async def test_insufficient_capacity_is_logged_and_shown_at_once(env: Env, moto:
     assert all(e["reason"] == "InsufficientInstanceCapacity" for e in removed)
     for zone in ("us-east-1a", "us-east-1b"):
         labels = {"instance_type": "c5.large", "capacity_type": "on-demand", "zone": zone}
-        assert sample(metrics, "karpenter_cloudprovider_instance_type_offering_available", **labels) == 0
+        name = "karpenter_cloudprovider_instance_type_offering_available"
+        assert sample(metrics, name, **labels) == 0
