@@ -2,7 +2,7 @@
 with more trials, on a control plane and a moto server of their own.
 
     python3 bench/faults_matrix.py crash --trials 100 --seed 1
-    python3 bench/faults_matrix.py ec2 --trials 5
+    python3 bench/faults_matrix.py ec2 --trials 5 [--rate-scale 2]
     python3 bench/faults_matrix.py failover --trials 5
     python3 bench/faults_matrix.py controlplane --trials 3
     python3 bench/faults_matrix.py drains --trials 3
@@ -48,7 +48,11 @@ async def _crash(plane: ControlPlane, url: str, args: argparse.Namespace, work: 
 async def _ec2(plane: ControlPlane, url: str, args: argparse.Namespace, work: Path) -> Any:
     rows = []
     for i in range(args.trials):
-        r = await ec2faults.experiment(plane, url, work, seed=args.seed + i)
+        rates = {
+            api: {fault: min(p * args.rate_scale, 0.9) for fault, p in faults.items()}
+            for api, faults in ec2faults.DEFAULT_RATES.items()
+        }
+        r = await ec2faults.experiment(plane, url, work, seed=args.seed + i, rates=rates)
         rows.append(ec2faults.summary(r) | {
             "placed_s": round(r.placed_s, 1),
             "ice_log_lines": r.ice_log_lines,
@@ -125,6 +129,7 @@ def main() -> int:
     parser.add_argument("experiment", choices=sorted(RUNS))
     parser.add_argument("--trials", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rate-scale", type=float, default=1.0, help="ec2: fault rates x this")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _interrupt)
     work = Path(tempfile.mkdtemp(prefix=f"faults-{args.experiment}-"))
@@ -140,6 +145,7 @@ def main() -> int:
         "experiment": args.experiment,
         "trials": args.trials,
         "seed": args.seed,
+        "rate_scale": args.rate_scale,
         "result": result,
         "wall_s": round(time.monotonic() - start, 1),
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
