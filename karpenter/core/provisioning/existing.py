@@ -168,13 +168,13 @@ def state_nodes(cluster: Cluster, types: Mapping[str, InstanceType]) -> list[Sta
 def _merge(node: Node, claim: NodeClaim | None, by_node: Mapping[str, Sequence[Pod]]) -> StateNode:
     labels = dict(claim.labels) if claim else {}
     labels.update(node.labels)
+    alloc, cap = node.allocatable or node.capacity, node.capacity or node.allocatable
+    initialized = node.labels.get(lbl.INITIALIZED) == "true" or (claim and claim.initialized)
+    if claim is not None and claim.allocatable and not initialized:
+        # A Node registers before its kubelet has reported (all of) its status; until the claim
+        # is initialized its launch-time shape is the truth, as upstream's state node. Reading
+        # the bare Node here made a pass see no room and launch twice (docs/reliability.md).
+        alloc, cap = claim.allocatable, claim.capacity or claim.allocatable
     return StateNode(
-        node.name,
-        node,
-        claim,
-        labels,
-        node.taints,
-        node.allocatable or node.capacity,
-        node.capacity or node.allocatable,
-        tuple(by_node.get(node.name, ())),
+        node.name, node, claim, labels, node.taints, alloc, cap, tuple(by_node.get(node.name, ()))
     )
