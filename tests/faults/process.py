@@ -77,7 +77,7 @@ class Controller:
             f.seek(self._offset)
             return f.read().decode(errors="replace")
 
-    def wait_for(self, text: str, timeout_s: float = 90.0) -> float:
+    def wait_for(self, text: str, timeout_s: float = 240.0) -> float:
         """Block until this incarnation logs ``text``; returns when (monotonic)."""
         deadline = time.monotonic() + timeout_s
         while text not in self.current_log():
