@@ -1,18 +1,14 @@
-"""The disruption controller: carry out the core's disruption commands, one at a time.
+"""The disruption controller: decide with the core, hand each command to the disruption queue.
 
 Every ``poll_s`` the leader takes a snapshot and asks the pure core (``planner.decide``, the
-same code as ``karpenter simulate --disruption``) for the one command to start. Carrying it out
-follows upstream's orchestration:
-
-1. Validation (emptiness and consolidation only): wait ``validation_s`` and decide again; the
-   command goes ahead only if the second decision names the same candidates with the same kind
-   of outcome. Pods arriving, budgets changing or prices moving in between drop it.
-2. Mark: the candidates' Nodes get ``karpenter.sh/disrupted:NoSchedule`` so nothing new lands
-   on them (the solver and the kube-scheduler both respect it).
-3. Replace: the command's replacement NodeClaims are created and awaited until initialized. A
-   replacement that goes away (launch failure, timeout) rolls the command back: the taint comes
-   off and the candidates stay. Replacements already up are left to a later consolidation.
-4. Delete: the candidates' NodeClaims are deleted; the termination finalizer drains them.
+same code as ``karpenter simulate --disruption``) for the next command, leaving out the nodes the
+queue holds (in flight, or backing off after a failed command). Emptiness and consolidation
+commands are validated first: wait ``validation_s`` and decide again; the command goes ahead
+only if the second decision names the same candidates with the same kind of outcome. The queue
+(``controllers/disruption_queue.py``) then records, marks and replaces, and finishes each
+command when its replacements are up, so several commands are in flight at once; nodes of
+in-flight commands carry the disrupted taint, which the core reads as in flight (not candidates,
+counted against budgets, their pods rescheduled in every what-if).
 
 Expiration deletes at once (no budgets, no pre-launched replacement), as upstream's expiration
 controller does; the provisioner finds capacity for the evicted pods.
@@ -20,17 +16,17 @@ controller does; the provisioner finds capacity for the evicted pods.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import anyio
 import anyio.to_thread
-import structlog
 
-from karpenter.aio.clock import Clock
-from karpenter.cloud.provider import CloudProvider
-from karpenter.controllers.provisioner import create_nodeclaim, instance_types
-from karpenter.core.disruption.candidates import Candidate, SurveyMemo
+from karpenter.controllers.context import Controller, ControllerContext
+from karpenter.controllers.disruption_queue import (
+    CONSOLIDATION_TYPE,
+    REPLACEMENT_TIMEOUT_S,
+    DisruptionQueue,
+)
+from karpenter.controllers.provisioner import instance_types
+from karpenter.core.disruption.candidates import SurveyMemo
 from karpenter.core.disruption.commands import (
     METHOD_EMPTINESS,
     METHOD_EXPIRATION,
@@ -39,70 +35,56 @@ from karpenter.core.disruption.commands import (
     Command,
 )
 from karpenter.core.disruption.planner import decide
-from karpenter.core.model import labels as lbl
-from karpenter.core.model.cluster import Options
 from karpenter.core.provisioning.build import Reuse
-from karpenter.kube import codec, errors, events
-from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Obj
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
+from karpenter.kube import errors
 
 POLL_S = 10.0
 VALIDATION_S = 15.0
 QUIET_REFRESH_S = 60.0
-REPLACEMENT_TIMEOUT_S = 20 * 60.0  # beyond the lifecycle's own launch + registration timeouts
 _VALIDATED = frozenset({METHOD_EMPTINESS, METHOD_MULTI, METHOD_SINGLE})
-_CONSOLIDATION_TYPE = {METHOD_EMPTINESS: "empty", METHOD_MULTI: "multi", METHOD_SINGLE: "single"}
-_DISRUPTED_TAINT: Obj = {"key": lbl.TAINT_DISRUPTED, "effect": "NoSchedule"}
 
 
 def _signature(command: Command) -> tuple[str, tuple[str, ...], int]:
     return command.method, tuple(sorted(command.names)), len(command.replacements)
 
 
-class Disruption:
-    """Decides with the core and orchestrates one command at a time (leader only)."""
+class Disruption(Controller):
+    """Decides with the core and hands commands to the disruption queue (leader only)."""
 
     def __init__(
         self,
-        kube: KubeClient,
-        state: ClusterState,
-        cloud: CloudProvider,
-        recorder: events.EventRecorder,
-        clock: Clock,
-        options: Options,
-        metrics: Metrics,
+        ctx: ControllerContext,
         *,
         poll_s: float = POLL_S,
         validation_s: float = VALIDATION_S,
         replacement_timeout_s: float = REPLACEMENT_TIMEOUT_S,
         quiet_refresh_s: float = QUIET_REFRESH_S,
     ) -> None:
-        self.kube = kube
-        self.state = state
-        self.cloud = cloud
-        self.recorder = recorder
-        self.clock = clock
-        self.options = options
-        self.metrics = metrics
+        super().__init__(ctx, "disruption")
         self.poll_s = poll_s
         self.validation_s = validation_s
-        self.replacement_timeout_s = replacement_timeout_s
-        self.executed: list[Command] = []  # carried out, newest last (bounded; logs and tests)
+        self.queue = DisruptionQueue(ctx, replacement_timeout_s=replacement_timeout_s)
         self.quiet_refresh_s = quiet_refresh_s
         self._quiet: tuple[int, float] | None = None  # (state version, when) of a quiet pass
         self._reuse = Reuse()
         self._memo = SurveyMemo()
-        self._log = structlog.get_logger().bind(controller="disruption")
+
+    @property
+    def executed(self) -> list[Command]:
+        """Commands carried out to the end, oldest first (logs and tests)."""
+        return [c.command for c in self.queue.executed if c.command is not None]
 
     async def run(self) -> None:
-        """Decide and act forever; a failed pass is logged and the next one starts afresh."""
-        while True:
-            try:
-                await self.reconcile()
-            except (errors.ApiError, OSError) as err:
-                self._log.warning("disruption pass failed", error=str(err))
-            await self.clock.sleep(self.poll_s)
+        """Decide forever while the queue carries commands out; a failed pass is logged and
+        the next one starts afresh."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.queue.run)
+            while True:
+                try:
+                    await self.reconcile()
+                except (errors.ApiError, OSError) as err:
+                    self._log.warning("disruption pass failed", error=str(err))
+                await self.clock.sleep(self.poll_s)
 
     async def _decide(self) -> Command | None:
         pools = self.state.active_nodepools()
@@ -112,18 +94,22 @@ class Disruption:
         now = self.clock.now()
         cluster = self.state.snapshot(types, now)
 
+        held = self.queue.held()
+
         def run() -> Command | None:
             command, _ = decide(
-                cluster, self.options, now, reuse=self._reuse, survey_memo=self._memo
+                cluster, self.options, now, reuse=self._reuse, survey_memo=self._memo, held=held
             )
             return command
 
         return await anyio.to_thread.run_sync(run)
 
     async def reconcile(self) -> Command | None:
-        """One pass: the command carried out, or None."""
-        if not self.state.synced():
-            return None  # a launch in flight changes what fits where; wait for it
+        """One pass: the command started, or None."""
+        if not self.state.synced() or not self.queue.adopted:
+            # a launch in flight changes what fits where, and a previous leader's commands
+            # must be back in the queue before anything new is decided
+            return None
         now = self.clock.now()
         if self._quiet is not None:
             version, since = self._quiet
@@ -146,125 +132,13 @@ class Disruption:
             if again is None or _signature(again) != _signature(command):
                 log.info("disruption command no longer valid after the validation wait")
                 self.metrics.voluntary_disruption_validation_failures.labels(
-                    consolidation_type=_CONSOLIDATION_TYPE[command.method]
+                    consolidation_type=CONSOLIDATION_TYPE[command.method]
                 ).inc()
                 return None
             command = again
-        await self._execute(command, log)
+        if command.method == METHOD_EXPIRATION:
+            await self.queue.expire(command)
+        elif await self.queue.start(command) is None:
+            log.info("disruption command could not start")
+            return None
         return command
-
-    async def _execute(self, command: Command, log: Any) -> None:
-        log.info(
-            "disrupting",
-            decision=command.decision,
-            replacements=len(command.replacements),
-            savings_per_hour=round(command.savings, 4),
-        )
-        if command.method != METHOD_EXPIRATION:
-            for c in command.candidates:
-                await self._taint(c, add=True)
-            if command.replacements and not await self._replace(command, log):
-                for c in command.candidates:
-                    await self._taint(c, add=False)
-                return
-        for c in command.candidates:
-            await self._delete(c, command, log)
-        self.metrics.voluntary_disruption_decisions.labels(
-            decision=command.decision,
-            reason=command.reason.lower(),
-            consolidation_type=_CONSOLIDATION_TYPE.get(command.method, ""),
-        ).inc()
-        self.executed.append(command)
-        del self.executed[:-100]
-
-    async def _replace(self, command: Command, log: Any) -> bool:
-        """Create the replacements and wait until all are initialized; False to roll back."""
-        pools = {p.name: p for p in self.state.active_nodepools()}
-        names: list[str] = []
-        for claim in command.replacements:
-            pool = pools.get(claim.nodepool)
-            name = (
-                ""
-                if pool is None
-                else await create_nodeclaim(
-                    self.kube, self.state, self.metrics, claim, pool, command.reason.lower(), log
-                )
-            )
-            if not name:
-                log.warning("replacement could not be created; rolling back")
-                return False
-            names.append(name)
-        for c in command.candidates:
-            await self._event(c, "DisruptionLaunching", f"Launching NodeClaim: {command.reason}")
-        deadline = self.clock.now() + self.replacement_timeout_s
-        while True:
-            claims = [self.state.nodeclaims.get(n) for n in names]
-            gone = [n for n, c in zip(names, claims, strict=True) if c is None or c.deleting]
-            if gone:
-                log.warning("replacement went away; rolling back", nodeclaims=gone)
-                return False
-            if all(c is not None and c.initialized for c in claims):
-                log.info("replacements initialized", nodeclaims=names)
-                return True
-            if self.clock.now() >= deadline:
-                log.warning("replacements not initialized in time; rolling back", nodeclaims=names)
-                return False
-            await self.clock.sleep(1.0)
-
-    async def _taint(self, c: Candidate, *, add: bool) -> None:
-        """Add or remove the disrupted taint, with optimistic concurrency on the Node."""
-        node = c.state.node
-        if node is None:
-            return
-        for _ in range(5):
-            try:
-                raw = await self.kube.get(NODES, node.name)
-            except errors.NotFound:
-                return
-            taints = codec.taints_of(raw)
-            if add:
-                new = codec.merge_taints(taints, [_DISRUPTED_TAINT])
-            else:
-                new = [t for t in taints if not codec.same_taint(t, _DISRUPTED_TAINT)]
-            if new == taints:
-                return
-            patch = {
-                "metadata": {"resourceVersion": codec.meta(raw).get("resourceVersion")},
-                "spec": {"taints": new},
-            }
-            try:
-                obj = await self.kube.merge_patch(NODES, node.name, patch)
-            except errors.Conflict:
-                continue  # someone else wrote the Node; read it again
-            self.state.nodes.upsert(obj)
-            return
-
-    async def _delete(self, c: Candidate, command: Command, log: Any) -> None:
-        claim = c.state.claim
-        if claim is None:
-            return
-        await self._event(c, "DisruptionTerminating", f"Disrupting NodeClaim: {command.reason}")
-        try:
-            await self.kube.delete(NODECLAIMS, claim.name)
-        except errors.NotFound:
-            return
-        pool = c.nodepool
-        self.metrics.nodeclaims_disrupted.labels(
-            reason=command.reason.lower(),
-            nodepool=pool.name,
-            capacity_type=c.capacity_type,
-            consolidation_policy=pool.disruption.consolidation_policy,
-            termination_mode="graceful" if c.termination_grace is None else "eventual",
-        ).inc()
-        log.info("deleted nodeclaim", nodeclaim=claim.name)
-
-    async def _event(self, c: Candidate, reason: str, message: str) -> None:
-        targets: Sequence[Obj | None] = (
-            self.state.nodes.raw(c.state.node.name) if c.state.node is not None else None,
-            self.state.nodeclaims.raw(c.state.claim.name) if c.state.claim is not None else None,
-        )
-        for raw in targets:
-            if raw is not None:
-                await self.recorder.publish(
-                    codec.object_reference(raw), events.NORMAL, reason, message
-                )

@@ -21,30 +21,30 @@ reconcile never acts on a version older than its own write.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-import structlog
 
-from karpenter.aio.clock import Clock
 from karpenter.aio.keyed_queue import KeyedQueue
 from karpenter.cloud.provider import (
-    CloudProvider,
     CloudProviderError,
     CreateError,
     InsufficientCapacityError,
     NodeClassNotReadyError,
 )
+from karpenter.controllers import conditions
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.provisioning.existing import is_ephemeral
 from karpenter.core.scheduling.taints import Taint
 from karpenter.kube import codec, errors, events
-from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Obj
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS, NODES, Obj
+
+if TYPE_CHECKING:
+    from karpenter.controllers.registration_health import RegistrationHealth
 
 LAUNCH_TIMEOUT_S = 300.0
 REGISTRATION_TIMEOUT_S = 900.0
@@ -56,35 +56,28 @@ def _true(conds: list[Obj], kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in conds)
 
 
-class Lifecycle:
+class Lifecycle(Controller):
     """Drives every NodeClaim that is not being deleted from created to initialized."""
+
+    # Set by the composition root: fed each registration and each launch / registration
+    # timeout (NodePool ``NodeRegistrationHealthy``).
+    registration_health: RegistrationHealth | None = None
 
     def __init__(
         self,
-        kube: KubeClient,
-        state: ClusterState,
-        cloud: CloudProvider,
-        recorder: events.EventRecorder,
-        clock: Clock,
-        metrics: Metrics,
+        ctx: ControllerContext,
         *,
         launch_timeout_s: float = LAUNCH_TIMEOUT_S,
         registration_timeout_s: float = REGISTRATION_TIMEOUT_S,
         concurrency: int = 100,
     ) -> None:
-        self.kube = kube
-        self.state = state
-        self.cloud = cloud
-        self.recorder = recorder
-        self.clock = clock
-        self.metrics = metrics
+        super().__init__(ctx, "nodeclaim.lifecycle")
         self.launch_timeout_s = launch_timeout_s
         self.registration_timeout_s = registration_timeout_s
         self.concurrency = concurrency
-        self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodeclaim.lifecycle")
+        self.queue: KeyedQueue[str] = KeyedQueue(self.clock, "nodeclaim.lifecycle")
         self.failures: dict[str, int] = {}
-        self._log = structlog.get_logger().bind(controller="nodeclaim.lifecycle")
-        state.subscribe(self._on_change)
+        self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "NodeClaim" and obj is not None:
@@ -201,6 +194,7 @@ class Lifecycle:
         name = codec.name(raw)
         created = codec.parse_time(codec.meta(raw).get("creationTimestamp")) or self.clock.now()
         if self.clock.now() - created > self.launch_timeout_s:
+            await self._observe_health(raw, conds, registered=False)
             await self._delete(raw, "launch_timeout", self._log.bind(nodeclaim=name))
             return None
         await self._write_status(raw, conds, status)
@@ -244,6 +238,7 @@ class Lifecycle:
         status["nodeName"] = codec.name(node)
         codec.set_condition(conds, "Registered", "True", "Registered", "", now)
         self.metrics.nodeclaims_registered.labels(nodepool=claim.nodepool).inc()
+        await self._observe_health(raw, conds, registered=True)
         zone = (codec.meta(patched).get("labels") or {}).get(lbl.ZONE, "")
         self.metrics.nodes_created.labels(nodepool=claim.nodepool, zone=zone).inc()
         log.info("registered", node=codec.name(node))
@@ -256,9 +251,28 @@ class Lifecycle:
         since = codec.parse_time((launched or {}).get("lastTransitionTime")) or self.clock.now()
         remaining = since + self.registration_timeout_s - self.clock.now()
         if remaining <= 0:
+            await self._observe_health(raw, conds, registered=False)
             await self._delete(raw, "registration_timeout", log)
             return None
         return remaining
+
+    async def _observe_health(self, raw: Obj, conds: list[Obj], *, registered: bool) -> None:
+        """One outcome for the NodePool's ``NodeRegistrationHealthy`` window."""
+        health = self.registration_health
+        claim = self.state.nodeclaims.get(codec.name(raw))
+        if health is None or claim is None:
+            return
+        launched = next((c for c in conds if c.get("type") == "Launched"), None) or {}
+        if launched.get("status") == "True":
+            reason, message = "RegistrationFailed", "Failed to register node"
+        else:  # the launch itself never succeeded: its own reason says why
+            reason = str(launched.get("reason") or "LaunchFailed")
+            message = str(launched.get("message") or "")
+        owners = list(codec.meta(raw).get("ownerReferences") or [])
+        try:
+            await health.observe(claim, owners, registered, reason, message)
+        except errors.ApiError as err:
+            self._log.warning("registration health not written", error=str(err))
 
     async def _sync_node(self, node: Obj, raw: Obj, claim: NodeClaim) -> Obj:
         meta = codec.meta(node)
@@ -338,16 +352,14 @@ class Lifecycle:
         )
 
     async def _write_status(self, raw: Obj, conds: list[Obj], status: dict[str, Any]) -> None:
-        current = raw.get("status") or {}
-        changed = {k: v for k, v in status.items() if current.get(k) != v}
-        if conds != codec.conditions(raw):
-            changed["conditions"] = conds
-        if not changed:
-            return
-        obj = await self.kube.merge_patch(
-            NODECLAIMS, codec.name(raw), {"status": changed}, subresource="status"
+        # Optimistic concurrency, replaying only this pass's own condition changes on a
+        # Conflict: a Drifted or Consolidatable written meanwhile by another controller stays.
+        change = conditions.replaying(codec.conditions(raw), conds)
+        obj = await conditions.update(
+            self.kube, NODECLAIMS, codec.name(raw), change, raw=raw, status=status
         )
-        self.state.nodeclaims.upsert(obj)
+        if obj is not None:
+            self.state.nodeclaims.upsert(obj)
 
     async def _delete(self, raw: Obj, reason: str, log: Any) -> None:
         log.info("deleting nodeclaim", reason=reason or "node_deleted")

@@ -15,33 +15,28 @@ Upstream splits this over ``nodepool.validation``, ``nodepool.readiness`` and
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import anyio
 import anyio.abc
-import structlog
 
-from karpenter.aio.clock import Clock
 from karpenter.aio.keyed_queue import KeyedQueue
+from karpenter.controllers import conditions
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
-from karpenter.kube import codec, errors
-from karpenter.kube.client import NODEPOOLS, KubeClient, Obj
-from karpenter.state.cluster import ClusterState
+from karpenter.kube import codec
+from karpenter.kube.client import NODEPOOLS, Obj
 
 COUNTED = (res.CPU, res.MEMORY, res.PODS, res.EPHEMERAL_STORAGE)
 
 
-class NodePoolStatus:
+class NodePoolStatus(Controller):
     """Keeps every NodePool's status conditions and counters current."""
 
-    def __init__(self, kube: KubeClient, state: ClusterState, clock: Clock) -> None:
-        self.kube = kube
-        self.state = state
-        self.clock = clock
-        self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodepool.status")
-        self._log = structlog.get_logger().bind(controller="nodepool.status")
-        state.subscribe(self._on_change)
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx, "nodepool.status")
+        self.queue: KeyedQueue[str] = KeyedQueue(self.clock, "nodepool.status")
+        self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "NodePool" and obj is not None:
@@ -81,21 +76,12 @@ class NodePoolStatus:
         ready = "False" if problem else "True"
         codec.set_condition(conds, "Ready", ready, "NotReady" if problem else "Ready", problem, now)
         nodes, capacity = self._count(name)
-        patch: dict[str, Any] = {}
-        status = raw.get("status") or {}
-        if conds != codec.conditions(raw):
-            patch["conditions"] = conds
-        if status.get("nodes") != nodes:
-            patch["nodes"] = nodes
-        if status.get("resources") != capacity:
-            patch["resources"] = capacity
-        if patch:
-            try:
-                obj = await self.kube.merge_patch(
-                    NODEPOOLS, name, {"status": patch}, subresource="status"
-                )
-            except errors.NotFound:
-                return None
+        # Only this controller's own condition changes are replayed on a Conflict, so a
+        # NodeRegistrationHealthy written meanwhile is kept.
+        change = conditions.replaying(codec.conditions(raw), conds)
+        fields = {"nodes": nodes, "resources": capacity}
+        obj = await conditions.update(self.kube, NODEPOOLS, name, change, raw=raw, status=fields)
+        if obj is not None:
             self.state.nodepools.upsert(obj)
         return None
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,16 +24,16 @@ import aiohttp
 import anyio
 import anyio.abc
 import anyio.to_thread
-import structlog
 
 from karpenter.aio.batcher import Batcher
-from karpenter.aio.clock import Clock
 from karpenter.cloud.provider import CloudProvider, CloudProviderError
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.spreadselectors import SpreadSelectors
+from karpenter.core.buffers import is_virtual
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import NodePool
-from karpenter.core.model.pod import TopologySpread
+from karpenter.core.model.pod import Pod, TopologySpread
 from karpenter.core.provisioning import overlays as overlay_types
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.provisioning.scheduler import solve
@@ -89,6 +89,7 @@ async def create_nodeclaim(
     pool: NodePool,
     reason: str,
     log: Any,
+    annotations: Mapping[str, str] | None = None,
 ) -> str:
     """Create one of the solver's NodeClaims; its name, or "" when the API refused it.
 
@@ -99,7 +100,7 @@ async def create_nodeclaim(
     pool_obj = state.nodepools.raw(pool.name)
     if pool_obj is None:
         return ""
-    body = codec.nodeclaim_manifest(claim, pool, pool_obj)
+    body = codec.nodeclaim_manifest(claim, pool, pool_obj, annotations)
     try:
         obj = await kube.create(NODECLAIMS, body)
     except (errors.ApiError, aiohttp.ClientError, OSError) as err:
@@ -125,44 +126,35 @@ async def create_nodeclaim(
     return name
 
 
-class Provisioner:
+class Provisioner(Controller):
     """The provisioning loop (a singleton: runs only on the leader)."""
+
+    # Set by the composition root when CapacityBuffers are on: the buffers' virtual pods,
+    # scheduled with the real pending pods of every pass but never nominated or reported.
+    extra_pods: Callable[[], Sequence[Pod]] | None = None
 
     def __init__(
         self,
-        kube: KubeClient,
-        state: ClusterState,
-        cloud: CloudProvider,
-        recorder: events.EventRecorder,
-        clock: Clock,
-        options: Options,
-        metrics: Metrics,
+        ctx: ControllerContext,
         *,
         batch_idle_s: float,
         batch_max_s: float,
         default_spread: Sequence[TopologySpread] = (),
     ) -> None:
-        self.kube = kube
-        self.state = state
-        self.cloud = cloud
-        self.recorder = recorder
-        self.clock = clock
-        self.options = options
-        self.metrics = metrics
+        super().__init__(ctx, "provisioner")
         # SCHEDULER_CONFIG's default constraints, added to pods that declare none
         self.default_spread = tuple(default_spread)
         # How long a placement keeps its node from being disrupted (upstream: the longer of
         # twice the batch window and 10 s); every pass that places the pod again renews it.
         self.nomination_s = max(2 * batch_max_s, 10.0)
-        self.batcher: Batcher[str] = Batcher(clock, batch_idle_s, batch_max_s)
+        self.batcher: Batcher[str] = Batcher(self.clock, batch_idle_s, batch_max_s)
         # Recent history for logs, tests and the latency benchmark, bounded: the controller
         # runs for months and must not grow with every pass, claim and pod it ever saw.
         self.passes: deque[PassReport] = deque(maxlen=HISTORY)
         self.created_at: dict[str, float] = {}
         # pod key → when the NodeClaim meant for it was created (latency measurements)
         self.placed_at: dict[str, float] = {}
-        self._log = structlog.get_logger().bind(controller="provisioner")
-        state.subscribe(self._on_change)
+        self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "Pod":
@@ -212,14 +204,17 @@ class Provisioner:
         # Snapshot and pending pods in one synchronous step: no event can slip in between.
         cluster = self.state.snapshot(types)
         pending = self.state.provisionable_pods()
-        if not pending:
+        virtual = list(self.extra_pods()) if self.extra_pods is not None else []
+        if not pending and not virtual:
             report = PassReport(0, (), {})
             self.passes.append(report)
             return report
         if self.default_spread:
             pending = await SpreadSelectors(self.kube).apply(pending, self.default_spread)
         started = self.clock.now()
-        results: Results = await anyio.to_thread.run_sync(solve, cluster, pending, self.options)
+        results: Results = await anyio.to_thread.run_sync(
+            solve, cluster, [*pending, *virtual], self.options
+        )
         self.metrics.scheduler_scheduling_duration.labels(controller="provisioner").observe(
             self.clock.now() - started
         )
@@ -248,7 +243,8 @@ class Provisioner:
                 created.append(name)
                 until = self.clock.now() + self.nomination_s
                 for pod in claim.pods:
-                    self.state.nominate(pod.key, name, until)
+                    if not is_virtual(pod):
+                        self.state.nominate(pod.key, name, until)
 
         async with anyio.create_task_group() as tg:
             for claim in results.new_claims:
@@ -267,6 +263,8 @@ class Provisioner:
             self.placed_at[pod.key] = self.created_at[name]
         _trim(self.placed_at)
         for pod in claim.pods:
+            if is_virtual(pod):
+                continue
             await self.recorder.publish(
                 codec.pod_reference(pod),
                 events.NORMAL,
@@ -278,7 +276,8 @@ class Provisioner:
     async def _report_nominations(self, results: Results) -> None:
         """Pods the pass placed on existing or in-flight capacity (deduplicated per node)."""
         until = self.clock.now() + self.nomination_s
-        for node_name, pods in results.existing:
+        for node_name, placed in results.existing:
+            pods = [p for p in placed if not is_virtual(p)]
             for pod in pods:
                 self.state.nominate(pod.key, node_name, until)
             kind = "node" if self.state.nodes.raw(node_name) is not None else "nodeclaim"

@@ -168,17 +168,27 @@ def _duration(seconds: float | None) -> str:
     return f"{int(seconds)}s" if seconds == int(seconds) else f"{seconds}s"
 
 
-def nodeclaim_manifest(claim: NewNodeClaim, pool: NodePool, pool_obj: Mapping[str, Any]) -> Obj:
+def nodeclaim_manifest(
+    claim: NewNodeClaim,
+    pool: NodePool,
+    pool_obj: Mapping[str, Any],
+    annotations: Mapping[str, str] | None = None,
+) -> Obj:
     """The NodeClaim to create for one of the solver's new claims.
 
     Labels are the template's, the NodePool's, and every requirement with a single value (so
     the claim's scheduling identity survives a restart); the cloud adds instance-type, zone and
     capacity-type once it launched. The finalizer is set at creation, not by a later patch, so
-    no instance can ever exist for a claim without it.
+    no instance can ever exist for a claim without it. ``annotations`` are added (a
+    disruption replacement names its command).
     """
-    return claim_manifest(
+    body = claim_manifest(
         pool, pool_obj, claim.requirements, claim.requests, claim.min_values_relaxed
     )
+    if annotations:
+        meta = body["metadata"]
+        meta["annotations"] = dict(sorted({**meta["annotations"], **annotations}.items()))
+    return body
 
 
 def claim_manifest(

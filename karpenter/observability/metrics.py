@@ -183,6 +183,30 @@ class Metrics:
             ("decision", "reason", "consolidation_type"),
             registry=r,
         )
+        self.voluntary_disruption_queue_failures = Counter(
+            "karpenter_voluntary_disruption_queue_failures_total",
+            "Disruption commands rolled back: replacements that failed to launch or initialize.",
+            ("decision", "reason", "consolidation_type"),
+            registry=r,
+        )
+        self.operator_nodeclaim_status_condition_count = Gauge(
+            "operator_nodeclaim_status_condition_count",
+            "NodeClaims by status condition type, status and reason (upstream's operatorpkg).",
+            ("type", "status", "reason", "nodepool"),
+            registry=r,
+        )
+        self.operator_nodepool_status_condition_count = Gauge(
+            "operator_nodepool_status_condition_count",
+            "NodePools by status condition type, status and reason (upstream's operatorpkg).",
+            ("type", "status", "reason"),
+            registry=r,
+        )
+        self.operator_capacitybuffer_status_condition_count = Gauge(
+            "operator_capacitybuffer_status_condition_count",
+            "CapacityBuffers by status condition type, status and reason (upstream's operatorpkg).",
+            ("type", "status", "reason"),
+            registry=r,
+        )
         self.voluntary_disruption_validation_failures = Counter(
             "karpenter_voluntary_disruption_validation_failures_total",
             "Commands dropped: a re-check after the validation wait disagreed (not upstream).",

@@ -323,7 +323,7 @@ def test_hash_ignores_taint_order() -> None:
         (b.term((lbl.CAPACITY_TYPE, "In", ["spot"])), True),
         (b.term(("team", "In", ["web"])), True),  # a custom label the node lacks
         (b.term(("team", "NotIn", ["web"])), False),
-        (b.term((lbl.REGION, "In", ["us-west-2"])), False),  # well-known, undefined: allowed
+        (b.term((lbl.REGION, "In", ["us-west-2"])), True),  # well-known labels are not exempt
         (b.term(("kubernetes.io/arch", "In", ["amd64", "arm64"])), False),
     ],
 )

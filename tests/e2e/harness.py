@@ -17,13 +17,14 @@ from typing import Any
 import anyio
 
 from karpenter.aio.clock import RealClock
-from karpenter.cloud.simulated import SimulatedCloud
+from karpenter.controllers.context import ControllerContext
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
-from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator
+from karpenter.providers.simulated.plugin import SimulatedProvider
 from karpenter.settings import Settings
+from tests.support import context
 
 WAIT_S = 60.0
 POOL_KEY = "e2e.karpenter.test/pool"
@@ -63,24 +64,23 @@ async def running(
     disruption_timing: tuple[float, float] = (10.0, 15.0),
     **overrides: Any,
 ) -> AsyncIterator[Operator]:
-    """An Operator with a simulated cloud, running until the block exits."""
+    """An Operator with a simulated cloud, running until the block exits (built as
+    ``karpenter run`` builds it: a host, the provider opened on it, one controller context)."""
     clock = RealClock()
     async with kc.connect(kubeconfig) as kube:
-        cloud = SimulatedCloud(kube, fake_instance_types(catalog_size), clock)
-        op = Operator(
-            kube,
-            settings(**overrides),
-            cloud,
-            clock,
-            Metrics(),
-            services=[cloud.run],
-            identity=identity,
-            disruption_timing=disruption_timing,
-        )
-        async with anyio.create_task_group() as tg:
-            await tg.start(op.run)
-            yield op
-            tg.cancel_scope.cancel()
+        base = context.host(kube, clock, settings=settings(**overrides))
+        provider = SimulatedProvider(fake_instance_types(catalog_size))
+        async with provider.open(base) as plugin:
+            op = Operator(
+                ControllerContext.of(base, plugin),
+                services=plugin.services,
+                identity=identity,
+                disruption_timing=disruption_timing,
+            )
+            async with anyio.create_task_group() as tg:
+                await tg.start(op.run)
+                yield op
+                tg.cancel_scope.cancel()
 
 
 def unique(prefix: str) -> str:

@@ -26,6 +26,7 @@ import anyio
 from karpenter.aio.clock import RealClock
 from karpenter.kube import client as kc
 from karpenter.kube import errors
+from karpenter.providers.aws.runtime.nodeclasses import EC2NODECLASSES
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 from tests.faults import audit
@@ -222,7 +223,7 @@ async def trial(c: Campaign, index: int, phase: str) -> Trial:
 
 
 async def _nodeclass_ready(kube: kc.KubeClient, name: str) -> bool:
-    obj = await kube.get(kc.EC2NODECLASSES, name)
+    obj = await kube.get(EC2NODECLASSES, name)
     conditions = {x["type"]: x for x in (obj.get("status") or {}).get("conditions", [])}
     return bool(conditions.get("Ready", {}).get("status") == "True")
 
@@ -276,7 +277,7 @@ async def campaign(
         ):
             tg.start_soon(fa.NodeAgent(kube, account).run)
             nodeclass = f"crash-{cluster}"
-            await kube.create(kc.EC2NODECLASSES, fa.nodeclass(account, nodeclass))
+            await kube.create(EC2NODECLASSES, fa.nodeclass(account, nodeclass))
             await harness.eventually(
                 lambda: _nodeclass_ready(kube, nodeclass), "EC2NodeClass Ready", SETTLE_S
             )
@@ -286,7 +287,7 @@ async def campaign(
             for i in range(trials):
                 report.trials.append(await trial(c, i, PHASES[i % len(PHASES)]))
             await _final_leaks(c, report, ec2)
-            await kube.delete(kc.EC2NODECLASSES, nodeclass)
+            await kube.delete(EC2NODECLASSES, nodeclass)
             tg.cancel_scope.cancel()
     finally:
         controller.stop()

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.cloud.aws.conftest import Capacity, _error_items, _rewrite_fleet
+from tests.providers.aws.cloud.conftest import Capacity, _error_items, _rewrite_fleet
 
 FAULTS = ("ice", "throttle", "5xx", "reset", "timeout")
 

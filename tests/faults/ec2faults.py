@@ -24,6 +24,7 @@ import anyio
 
 from karpenter.core.model import labels as lbl
 from karpenter.kube import client as kc
+from karpenter.providers.aws.runtime.nodeclasses import EC2NODECLASSES
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 from tests.faults import aws as fa
@@ -177,7 +178,7 @@ async def _run(
     ):
         tg.start_soon(fa.NodeAgent(kube, account).run)
         nodeclass = f"ec2f-{account.cluster}"
-        await kube.create(kc.EC2NODECLASSES, fa.nodeclass(account, nodeclass))
+        await kube.create(EC2NODECLASSES, fa.nodeclass(account, nodeclass))
         await harness.eventually(
             lambda: crash._nodeclass_ready(kube, nodeclass), "EC2NodeClass Ready", SETTLE_S
         )
@@ -197,7 +198,7 @@ async def _run(
             pass
         await kube.delete(kc.NAMESPACES, ns)
         await kube.delete(kc.NODEPOOLS, pool)
-        await kube.delete(kc.EC2NODECLASSES, nodeclass)
+        await kube.delete(EC2NODECLASSES, nodeclass)
         tg.cancel_scope.cancel()
 
 

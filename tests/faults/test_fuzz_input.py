@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from karpenter import cli, launch
-from karpenter.aws_runtime import count_malformed
-from karpenter.cloud.aws import sqs
-from karpenter.core.aws import interruption
 from karpenter.observability.metrics import Metrics
+from karpenter.providers.aws.cloud import sqs
+from karpenter.providers.aws.core import interruption
+from karpenter.providers.aws.runtime.services import count_malformed
 from tests.faults import aws as fa
 
 pytestmark = pytest.mark.faults

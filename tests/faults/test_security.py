@@ -22,6 +22,7 @@ import yaml
 from kubernetes_asyncio import client, utils
 
 from karpenter.kube import client as kc
+from karpenter.providers.aws.runtime.nodeclasses import EC2NODECLASSES
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane, new_api_client
 from tests.faults import audit, crash
@@ -152,7 +153,7 @@ async def _exercise(plane: ControlPlane, account: fa.Account) -> None:
     c_pool, nodeclass = f"sec-{account.cluster}", f"sec-{account.cluster}"
     async with kc.connect(plane.kubeconfig) as kube, anyio.create_task_group() as tg:
         tg.start_soon(fa.NodeAgent(kube, account).run)
-        await kube.create(kc.EC2NODECLASSES, fa.nodeclass(account, nodeclass))
+        await kube.create(EC2NODECLASSES, fa.nodeclass(account, nodeclass))
         await harness.eventually(lambda: crash._nodeclass_ready(kube, nodeclass), "Ready", 120)
         ns = await harness.namespace(kube)
         await kube.create(kc.NODEPOOLS, fa.nodepool(c_pool, nodeclass))
@@ -167,7 +168,7 @@ async def _exercise(plane: ControlPlane, account: fa.Account) -> None:
             await kube.delete(kc.NODECLAIMS, claim["metadata"]["name"])
         await harness.eventually(bound, "pods bound again after the drain", 120)
         await harness.cleanup(kube, c_pool, ns)
-        await kube.delete(kc.EC2NODECLASSES, nodeclass)
+        await kube.delete(EC2NODECLASSES, nodeclass)
         tg.cancel_scope.cancel()
 
 

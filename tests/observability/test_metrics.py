@@ -12,6 +12,14 @@ Family = Counter | Gauge | Histogram | Summary
 
 # (attribute, exposed sample name, label names) as upstream names them
 EXPECTED = [
+    ("voluntary_disruption_queue_failures", "karpenter_voluntary_disruption_queue_failures_total",
+     ("decision", "reason", "consolidation_type")),
+    ("operator_nodeclaim_status_condition_count", "operator_nodeclaim_status_condition_count",
+     ("type", "status", "reason", "nodepool")),
+    ("operator_nodepool_status_condition_count", "operator_nodepool_status_condition_count",
+     ("type", "status", "reason")),
+    ("operator_capacitybuffer_status_condition_count",
+     "operator_capacitybuffer_status_condition_count", ("type", "status", "reason")),
     ("nodeclaims_created", "karpenter_nodeclaims_created_total",
      ("reason", "nodepool", "min_values_relaxed")),
     ("nodeclaims_launched", "karpenter_nodeclaims_launched_total", ("nodepool",)),

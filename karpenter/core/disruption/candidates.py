@@ -214,9 +214,14 @@ def drift_reason(
     pool: NodePool,
     types: Mapping[str, InstanceType],
     now: float,
-    well_known: frozenset[str],
 ) -> str:
-    """Why a node no longer matches its NodePool ("" when it does), in upstream's order."""
+    """Why a node no longer matches its NodePool ("" when it does), in upstream's order.
+
+    Requirement drift is strict, as upstream: every NodePool requirement other than NotIn /
+    DoesNotExist needs the label on the node with an overlapping value. Well-known labels are
+    not exempt (they are exempt only when scheduling a pod onto a new claim, where the label
+    will be set at launch), so a requirement added on a label the node lacks drifts it.
+    """
     annotations = _annotations(state)
     node_hash = annotations.get(lbl.NODEPOOL_HASH)
     version = annotations.get(lbl.NODEPOOL_HASH_VERSION)
@@ -230,7 +235,7 @@ def drift_reason(
         pool_reqs = from_selector_terms(pool.template.requirements)
     except RequirementError:
         pool_reqs = Requirements()
-    if not Requirements.from_labels(state.labels).compatible(pool_reqs, well_known):
+    if not Requirements.from_labels(state.labels).compatible(pool_reqs, frozenset()):
         return DRIFT_REQUIREMENTS
     if now - _creation(state) >= INSTANCE_TYPE_DRIFT_MIN_AGE:
         it = types.get(state.labels.get(lbl.INSTANCE_TYPE, ""))
@@ -249,6 +254,16 @@ def drift_reason(
     if state.claim is not None and state.claim.drifted:
         return state.claim.drifted
     return ""
+
+
+def in_flight(state: StateNode) -> bool:
+    """Already on its way out: deleting, or tainted by a disruption command still running.
+
+    The taint is what survives a controller restart, so it (not the controller's memory)
+    tells every pass which nodes an in-flight command holds: their pods are counted as moving
+    and the nodes count against the disruption budgets, as upstream counts marked nodes.
+    """
+    return state.deleting or any(t.key == lbl.TAINT_DISRUPTED for t in state.taints)
 
 
 def _node_blocker(state: StateNode, nominated: frozenset[str]) -> str:
@@ -327,6 +342,7 @@ def survey(
     cloud_drift: Mapping[str, str] | None = None,
     states: list[StateNode] | None = None,
     memo: SurveyMemo | None = None,
+    held: Mapping[str, str] | None = None,
 ) -> Survey:
     """Sort the snapshot's managed nodes into candidates and blocked nodes.
 
@@ -358,13 +374,13 @@ def survey(
         candidate = known.get(state.name)
         if candidate is None or not candidate.state.same_objects(state):
             pool_types = types_by_pool.get(pool_name, {})
-            candidate = _candidate(state, pool, pool_types, cluster, now, well_known, cloud_drift)
+            candidate = _candidate(state, pool, pool_types, cluster, now, cloud_drift)
             ready = _consolidatable(state, pool, now, assume_consolidate_after_elapsed)
             candidate = replace(candidate, consolidatable=ready)
         if memo is not None:
             memo.candidates[state.name] = candidate
         out.managed[state.name] = candidate
-        reason = _node_blocker(state, nominated)
+        reason = _node_blocker(state, nominated) or (held or {}).get(state.name, "")
         if reason:
             out.blocked.append(Blocked(state.name, reason))
             continue
@@ -378,7 +394,6 @@ def _candidate(
     types: Mapping[str, InstanceType],
     cluster: Cluster,
     now: float,
-    well_known: frozenset[str],
     cloud_drift: Mapping[str, str] | None,
 ) -> Candidate:
     it = types.get(state.labels.get(lbl.INSTANCE_TYPE, ""))
@@ -391,7 +406,7 @@ def _candidate(
     claim = state.claim
     expire_after = claim.expire_after if claim is not None else pool.template.expire_after
     active = [p for p in state.pods if p.is_active()]
-    drift = drift_reason(state, pool, types, now, well_known)
+    drift = drift_reason(state, pool, types, now)
     if not drift and cloud_drift:
         drift = cloud_drift.get(state.name, "")
     return Candidate(

@@ -12,9 +12,13 @@ After simulating the candidates' removal (``simulation.reschedule``):
   spot-to-spot rules apply: the ``SpotToSpotConsolidation`` gate, and for a single node at least
   15 cheaper types (then the 15 cheapest are kept) so the replacement is not the next node to be
   interrupted.
-Multi-node replacements also drop types equal to a candidate's own type unless cheaper than that
-candidate (else deleting fewer nodes would do). Pools with the ``Balanced`` policy approve a
-command only when its savings share is at least half its disruption share.
+Multi-node replacements also drop every option not strictly cheaper than a candidate's own type
+when that type is among the options (else deleting fewer nodes would do; nothing left: the
+command is abandoned and smaller ones are tried). As upstream, the options compared are those
+before the spot pin, which only adds a requirement: an on-demand-only type equal to a
+candidate's still sets the ceiling, then prices are read under the pinned requirements.
+Pools with the ``Balanced`` policy approve a command only when its savings share is at least
+half its disruption share.
 """
 
 from __future__ import annotations
@@ -195,13 +199,19 @@ def _spot_to_spot(
 
 
 def _replacement(
-    ps: DisruptionPass, claim: NewNodeClaim, candidates: Sequence[Candidate], single: bool
+    ps: DisruptionPass, claim: NewNodeClaim, candidates: Sequence[Candidate], multi: bool
 ) -> NewNodeClaim | NoOp:
+    """The one replacement, priced against the candidates (``multi``: multi-node rules too)."""
     ctype = claim.requirements.get_or_exists(lbl.CAPACITY_TYPE)
     if all(c.capacity_type == lbl.CAPACITY_TYPE_SPOT for c in candidates) and ctype.has(
         lbl.CAPACITY_TYPE_SPOT
     ):
-        return _spot_to_spot(ps, claim, candidates, single)
+        # Spot-to-spot keeps only spot-compatible options first, so the same-type rule sees
+        # those (as upstream).
+        spot = _spot_to_spot(ps, claim, candidates, len(candidates) == 1)
+        if multi and isinstance(spot, NewNodeClaim):
+            return _without_same_types(ps, spot, spot.instance_types, candidates, None)
+        return spot
     price = sum(c.price for c in candidates)
     cheaper = _cheaper(ps, claim.instance_types, claim.requirements, price)
     if not cheaper:
@@ -209,25 +219,34 @@ def _replacement(
     pin: frozenset[str] | None = None
     if ctype.has(lbl.CAPACITY_TYPE_SPOT) and ctype.has(lbl.CAPACITY_TYPE_ON_DEMAND):
         pin = frozenset((lbl.CAPACITY_TYPE_SPOT,))
+    if multi:
+        return _without_same_types(ps, claim, cheaper, candidates, pin)
     built = rebuild(ps, claim, cheaper, pin)
     return NoOp("NotCheaper", built) if isinstance(built, str) else built
 
 
 def _without_same_types(
-    ps: DisruptionPass, claim: NewNodeClaim, candidates: Sequence[Candidate]
+    ps: DisruptionPass,
+    claim: NewNodeClaim,
+    options: Sequence[InstanceType],
+    candidates: Sequence[Candidate],
+    pin: frozenset[str] | None,
 ) -> NewNodeClaim | NoOp:
-    names = {it.name for it in claim.instance_types}
+    """``claim`` rebuilt on the options strictly cheaper than any candidate's own type among
+    them (under the pinned capacity types), or why none is left."""
+    names = {it.name for it in options}
     ceiling = math.inf
     for c in candidates:
         if c.instance_type is not None and c.instance_type.name in names and c.price > 0:
             ceiling = min(ceiling, c.price)
-    if math.isinf(ceiling):
-        return claim
-    kept = _cheaper(ps, claim.instance_types, claim.requirements, ceiling)
+    reqs = claim.requirements if pin is None else _with_capacity_types(claim.requirements, pin)
+    kept = list(options) if math.isinf(ceiling) else _cheaper(ps, options, reqs, ceiling)
     if not kept:
         return NoOp("SameType", "replacement would be a candidate's own instance type")
-    built = rebuild(ps, claim, kept)
-    return NoOp("SameType", built) if isinstance(built, str) else built
+    built = rebuild(ps, claim, kept, pin)
+    if isinstance(built, str):
+        return NoOp("SameType" if not math.isinf(ceiling) else "NotCheaper", built)
+    return built
 
 
 def balanced_rejection(ps: DisruptionPass, command: Command) -> str:
@@ -286,10 +305,7 @@ def _verdict(
             f"can't remove without creating {len(outcome.claims)} candidates",
         )
     if outcome.claims:
-        single = len(candidates) == 1
-        built = _replacement(ps, outcome.claims[0], candidates, single)
-        if isinstance(built, NewNodeClaim) and method == METHOD_MULTI:
-            built = _without_same_types(ps, built, candidates)
+        built = _replacement(ps, outcome.claims[0], candidates, method == METHOD_MULTI)
         if isinstance(built, NoOp):
             return built
         command = replace(command, replacements=(built,))

@@ -7,6 +7,7 @@ candidates were passed over (the controller turns them into ``Unconsolidatable``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from karpenter.core.disruption import budgets as bud
@@ -16,6 +17,7 @@ from karpenter.core.disruption.candidates import (
     Survey,
     SurveyMemo,
     eviction_cost,
+    in_flight,
     reschedulable,
     state_price,
     survey,
@@ -103,7 +105,8 @@ class DisruptionPass:
 
 
 def budget_counts(states: list[StateNode]) -> dict[str, bud.PoolCount]:
-    """Managed, initialized nodes per pool, and those already disrupting (deleting/NotReady)."""
+    """Managed, initialized nodes per pool, and those already disrupting (deleting, held by an
+    in-flight command, or NotReady)."""
     counts: dict[str, bud.PoolCount] = {}
     for s in states:
         pool = s.nodepool
@@ -112,7 +115,7 @@ def budget_counts(states: list[StateNode]) -> dict[str, bud.PoolCount]:
         if s.claim is not None and s.claim.instance_terminating:
             continue
         c = counts.get(pool, bud.PoolCount())
-        disrupting = c.disrupting + (1 if (s.deleting or not s.ready) else 0)
+        disrupting = c.disrupting + (1 if (in_flight(s) or not s.ready) else 0)
         counts[pool] = bud.PoolCount(c.nodes + 1, disrupting)
     return counts
 
@@ -125,8 +128,10 @@ def new_pass(
     assume_consolidate_after_elapsed: bool = True,
     reuse: Reuse | None = None,
     survey_memo: SurveyMemo | None = None,
+    held: Mapping[str, str] | None = None,
 ) -> DisruptionPass:
-    """Survey the snapshot and compute the budgets for one pass."""
+    """Survey the snapshot and compute the budgets for one pass (``held``: node → why the
+    shell keeps it out of this pass, e.g. backing off after a failed command)."""
     reuse = reuse or Reuse()
     found = survey(
         cluster,
@@ -135,6 +140,7 @@ def new_pass(
         assume_consolidate_after_elapsed=assume_consolidate_after_elapsed,
         states=reuse.states(cluster),
         memo=survey_memo,
+        held=held,
     )
     pools = {p.name: p for p in cluster.nodepools}
     types = {name: {it.name: it for it in its} for name, its in cluster.instance_types.items()}

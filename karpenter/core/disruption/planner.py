@@ -9,7 +9,7 @@ nobody placed go back to pending. Each command therefore holds no budget from th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from karpenter.core.disruption.candidates import Blocked, SurveyMemo, reschedulable, state_price
@@ -62,11 +62,13 @@ def decide(
     assume_consolidate_after_elapsed: bool = False,
     reuse: Reuse | None = None,
     survey_memo: SurveyMemo | None = None,
+    held: Mapping[str, str] | None = None,
 ) -> tuple[Command | None, DisruptionPass]:
     """One controller pass: the command to start now (if any) and the pass's notes.
 
     Passing the same ``reuse`` (and ``survey_memo``) to successive passes keeps the solver's
-    set-up (and the candidates of unchanged nodes) between them.
+    set-up (and the candidates of unchanged nodes) between them. ``held`` names nodes the
+    shell keeps out of this pass, with the reason they are reported blocked.
     """
     ps = new_pass(
         cluster,
@@ -75,6 +77,7 @@ def decide(
         assume_consolidate_after_elapsed=assume_consolidate_after_elapsed,
         reuse=reuse,
         survey_memo=survey_memo,
+        held=held,
     )
     return next_command(ps), ps
 

@@ -1,10 +1,12 @@
 """Where the candidates' pods would go: the provisioning solver run on the snapshot without them.
 
 The pass schedules, as upstream's consolidation simulation does, the pending pods, the
-candidates' reschedulable pods and the pods of nodes already deleting, on every other node
-(candidates and deleting nodes left out). Only the candidates' pods matter to the outcome:
-pending pods compete for the same room but their own failures and NodeClaims are not the
-command's business, so NodeClaims that hold none of the candidates' pods are dropped.
+candidates' reschedulable pods and the pods of nodes already deleting or held by an in-flight
+command (``karpenter.sh/disrupted`` taint), on every other node (candidates and those nodes left
+out), so a new command never counts on room an in-flight command's pods will take. Only the
+candidates' pods matter to the outcome: pending pods compete for the same room but their own
+failures and NodeClaims are not the command's business, so NodeClaims that hold none of the
+candidates' pods are dropped.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from karpenter.core.disruption.candidates import Candidate, reschedulable
+from karpenter.core.disruption.candidates import Candidate, in_flight, reschedulable
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.build import Reuse
@@ -75,7 +77,7 @@ def reschedule(
         deleting = [
             replace(p, node_name="")
             for s in states
-            if s.deleting
+            if in_flight(s)
             for p in s.pods
             if reschedulable(p)
         ]

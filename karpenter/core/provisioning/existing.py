@@ -3,7 +3,8 @@
 A NodeClaim and its Node are one "state node": the Node's labels, taints and allocatable when it
 has registered, the NodeClaim's otherwise (an in-flight claim still counts as capacity, so a pass
 does not launch twice for the same pods). Uninitialized managed nodes ignore their startup and
-ephemeral taints, since those are expected to go away.
+ephemeral taints, since those are expected to go away. A managed Node without a NodeClaim stands
+for a NodeClaim of its NodePool, so the pool's startup taints are the ones it ignores.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class StateNode:
     allocatable: res.Resources
     capacity: res.Resources
     pods: tuple[Pod, ...] = field(default_factory=tuple)
+    pool_startup_taints: tuple[Taint, ...] = ()  # only for a managed Node without a NodeClaim
     _requirements: Requirements | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -83,6 +85,7 @@ class StateNode:
         return (
             self.node is other.node
             and self.claim is other.claim
+            and self.pool_startup_taints == other.pool_startup_taints
             and len(self.pods) == len(other.pods)
             and all(x is y for x, y in zip(self.pods, other.pods, strict=True))
         )
@@ -106,8 +109,13 @@ class StateNode:
         """Taints pods must tolerate here (startup/ephemeral ignored while uninitialized)."""
         if self.initialized or not self.nodepool:
             return self.taints
-        startup = self.claim.startup_taints if self.claim else ()
-        return tuple(t for t in self.taints if not is_ephemeral(t) and t not in startup)
+        startup = self.claim.startup_taints if self.claim else self.pool_startup_taints
+        # Taints are unique by key and effect (the Node API's own matching), so a startup taint
+        # whose value changed on the node is still the startup taint.
+        keys = {(t.key, t.effect) for t in startup}
+        return tuple(
+            t for t in self.taints if not is_ephemeral(t) and (t.key, t.effect) not in keys
+        )
 
     def requested(self) -> dict[str, int]:
         """Summed requests of the active pods bound here."""
@@ -147,6 +155,7 @@ def state_nodes(cluster: Cluster, types: Mapping[str, InstanceType]) -> list[Sta
     nodes_by_pid = {n.provider_id: n for n in cluster.nodes if n.provider_id}
     nodes_by_name = {n.name: n for n in cluster.nodes}
     matched: set[str] = set()
+    startup = {p.name: p.template.startup_taints for p in cluster.nodepools}
     out = []
     for claim in cluster.nodeclaims:
         node = nodes_by_pid.get(claim.provider_id) if claim.provider_id else None
@@ -161,11 +170,17 @@ def state_nodes(cluster: Cluster, types: Mapping[str, InstanceType]) -> list[Sta
         out.append(StateNode(claim.name, None, claim, labels, taints, alloc, cap, ()))
     for node in cluster.nodes:
         if node.name not in matched:
-            out.append(_merge(node, None, by_node))
+            pool_taints = startup.get(node.labels.get(lbl.NODEPOOL, ""), ())
+            out.append(_merge(node, None, by_node, pool_taints))
     return out
 
 
-def _merge(node: Node, claim: NodeClaim | None, by_node: Mapping[str, Sequence[Pod]]) -> StateNode:
+def _merge(
+    node: Node,
+    claim: NodeClaim | None,
+    by_node: Mapping[str, Sequence[Pod]],
+    pool_startup_taints: tuple[Taint, ...] = (),
+) -> StateNode:
     labels = dict(claim.labels) if claim else {}
     labels.update(node.labels)
     alloc, cap = node.allocatable or node.capacity, node.capacity or node.allocatable
@@ -176,5 +191,13 @@ def _merge(node: Node, claim: NodeClaim | None, by_node: Mapping[str, Sequence[P
         # the bare Node here made a pass see no room and launch twice (docs/reliability.md).
         alloc, cap = claim.allocatable, claim.capacity or claim.allocatable
     return StateNode(
-        node.name, node, claim, labels, node.taints, alloc, cap, tuple(by_node.get(node.name, ()))
+        node.name,
+        node,
+        claim,
+        labels,
+        node.taints,
+        alloc,
+        cap,
+        tuple(by_node.get(node.name, ())),
+        pool_startup_taints,
     )

@@ -165,7 +165,7 @@ def _place_on_claim(
         candidate = merged.intersect(alt)
         if not feasible(candidate):
             continue
-        outcome = topology.constrain(groups, candidate, claim.hostname, feasible)
+        outcome = topology.constrain(groups, candidate, claim.hostname, feasible, work.requirements)
         if isinstance(outcome, Reject):
             last = outcome
             continue
@@ -243,7 +243,9 @@ def try_existing(
         return REQUIREMENTS
     if not any(node.requirements.compatible(alt, frozenset()) for alt in volumes.alternatives):
         return VOLUMES
-    return topology.constrain(groups, node.requirements, node.state.hostname, None)
+    return topology.constrain(
+        groups, node.requirements, node.state.hostname, None, work.requirements
+    )
 
 
 Check = Callable[[int], "ClaimFit | Requirements | Reject"]

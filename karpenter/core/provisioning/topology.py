@@ -8,10 +8,16 @@ the pass places pods. Inverse groups count the *owners* of required anti-affinit
 other pods stay out of their domains, as the kube-scheduler enforces symmetrically.
 
 ``constrain`` answers, for one pod and one target (an existing node or a NodeClaim being
-built), which domain the pod may use, narrowing a NodeClaim's requirements to that domain. It
-reports whether a rejection is *permanent* for that target: counts only grow and a claim's
-requirements only narrow, so anti-affinity and hostname-spread rejections never heal, while a
-zonal spread or an affinity rejection may.
+built), which domains the pod may use, narrowing a NodeClaim's requirements to them. It reports
+whether a rejection is *permanent* for that target: counts only grow and a claim's requirements
+only narrow, so anti-affinity and hostname-spread rejections never heal, while a zonal spread or
+an affinity rejection may.
+
+Spread and affinity narrow a claim to one domain. Anti-affinity narrows it to *every* empty
+domain the pod and the target allow, as upstream does: the claim commits to a domain only when
+it launches, so until then the pod counts in each of them for anti-affinity, and later
+anti-affine pods of the same pass cannot use any (upstream's accepted cost of late commitment:
+zonal self-anti-affinity places one pod per pass until the claims have launched).
 """
 
 from __future__ import annotations
@@ -240,14 +246,16 @@ class Topology:
         reqs: Requirements,
         hostname: str,
         feasible: Callable[[Requirements], bool] | None,
+        pod_reqs: Requirements | None = None,
     ) -> Requirements | Reject:
         """Narrow ``reqs`` so every group of the pod is satisfied, or say why not.
 
         ``feasible`` is None for existing nodes (their domains are fixed labels); for a
         NodeClaim it tells whether narrowed requirements still leave a launchable type.
+        ``pod_reqs`` are the pod's own node requirements (``reqs`` already merges the target's).
         """
         for group, self_match in groups.owned:
-            outcome = self._one(group, self_match, reqs, hostname, feasible)
+            outcome = self._one(group, self_match, reqs, hostname, feasible, pod_reqs=pod_reqs)
             if isinstance(outcome, Reject):
                 return outcome
             reqs = outcome
@@ -266,9 +274,10 @@ class Topology:
         hostname: str,
         feasible: Callable[[Requirements], bool] | None,
         inverse: bool = False,
+        pod_reqs: Requirements | None = None,
     ) -> Requirements | Reject:
         if group.key == lbl.HOSTNAME:
-            return self._hostname(group, self_match, reqs, hostname, inverse)
+            return self._hostname(group, self_match, reqs, hostname, inverse, pod_reqs)
         if feasible is None and reqs.get(group.key) is None:
             # An existing node without the key is in no domain: nothing to avoid there, and
             # nothing to spread over or join (the kube-scheduler filters such nodes out).
@@ -280,14 +289,20 @@ class Topology:
             return self._spread(group, self_match, reqs, options, feasible)
         if group.kind == AFFINITY:
             populated = [d for d in options if group.counts.get(d, 0) > 0]
-            if not populated and self_match and group.total == 0:
-                populated = options  # the first pod of a self-affine group picks the domain
+            if not populated and self_match and _may_open(group, pod_reqs):
+                populated = options
             return self._narrow(group, reqs, populated, feasible, permanent=False)
         empty = [d for d in options if group.counts.get(d, 0) == 0]
-        return self._narrow(group, reqs, empty, feasible, permanent=True)
+        return self._narrow_all(group, reqs, empty, feasible)
 
     def _hostname(
-        self, group: Group, self_match: bool, reqs: Requirements, hostname: str, inverse: bool
+        self,
+        group: Group,
+        self_match: bool,
+        reqs: Requirements,
+        hostname: str,
+        inverse: bool,
+        pod_reqs: Requirements | None,
     ) -> Requirements | Reject:
         count = group.counts.get(hostname, 0)
         if group.kind == SPREAD:
@@ -295,7 +310,7 @@ class Topology:
                 return Reject("topology", _describe(group, "max skew exceeded"), True)
             return reqs
         if group.kind == AFFINITY:
-            if count > 0 or (self_match and group.total == 0):
+            if count > 0 or (self_match and _may_open(group, pod_reqs)):
                 return reqs
             return Reject("topology", _describe(group, "no matching pod there"), False)
         if count > 0:
@@ -361,6 +376,42 @@ class Topology:
             if feasible(narrowed):
                 return narrowed
         return Reject("topology", _describe(group, "no domain satisfies it"), permanent)
+
+    def _narrow_all(
+        self,
+        group: Group,
+        reqs: Requirements,
+        empty: list[str],
+        feasible: Callable[[Requirements], bool] | None,
+    ) -> Requirements | Reject:
+        """Anti-affinity: keep every empty domain the target allows (no early commitment)."""
+        current = reqs.get(group.key)
+        allowed = [d for d in empty if current is None or current.has(d)]
+        if allowed and feasible is None:
+            return reqs
+        if allowed:
+            narrowed = reqs.intersect(
+                Requirements((Requirement(group.key, False, frozenset(allowed)),))
+            )
+            if feasible is not None and feasible(narrowed):
+                return narrowed
+        return Reject("topology", _describe(group, "no domain satisfies it"), True)
+
+
+def _may_open(group: Group, pod_reqs: Requirements | None) -> bool:
+    """Whether a self-affine pod may open a new domain of ``group`` (upstream's bootstrap).
+
+    Yes when no matching pod exists anywhere, or when every domain holding one is ruled out
+    by the pod's own requirements on the key: such a pod could never join them.
+    """
+    if group.total == 0:
+        return True
+    if pod_reqs is None:
+        return False
+    req = pod_reqs.get(group.key)
+    if req is None:
+        return False
+    return not any(n > 0 and req.has(d) for d, n in group.counts.items())
 
 
 def _describe(group: Group, why: str) -> str:

@@ -1,0 +1,219 @@
+"""The conditions users watch, on a real control plane: Consolidatable, concurrent status writers,
+NodeRegistrationHealthy, the node-shape consistency check, and CapacityBuffer headroom."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from karpenter.aio.clock import RealClock
+from karpenter.controllers import conditions
+from karpenter.controllers.capacity_buffers import CAPACITYBUFFERS, PODTEMPLATES
+from karpenter.core.buffers import FAKE_POD_ANNOTATION
+from karpenter.kube import client as kc
+from karpenter.kube import codec
+from karpenter.kube.client import Obj
+from karpenter.providers.simulated.cloud import SimulatedCloud
+from tests.e2e import harness
+from tests.e2e.conftest import ControlPlane
+
+pytestmark = pytest.mark.e2e
+
+
+async def _one_node(kube: kc.KubeClient, pool: str, ns: str, **spec: Any) -> dict[str, Any]:
+    body = harness.nodepool(pool)
+    body["spec"]["disruption"].update(spec)
+    await kube.create(kc.NODEPOOLS, body)
+    await kube.create(kc.PODS, harness.pod("p", pool), ns)
+
+    async def up() -> dict[str, Any] | None:
+        claims = await harness.claims_of(kube, pool)
+        ok = len(claims) == 1 and codec.condition_true(claims[0], "Initialized")
+        return claims[0] if ok else None
+
+    return await harness.eventually(up, "the pool's node initialized")  # type: ignore[no-any-return]
+
+
+@pytest.mark.asyncio
+async def test_consolidatable_after_consolidate_after(control_plane: ControlPlane) -> None:
+    """A claim becomes Consolidatable once consolidateAfter has passed since its last pod event,
+    and the status-condition metric counts it."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("cons")
+        ns = await harness.namespace(kube)
+        # WhenEmpty: the node (holding a pod) stays, so only the condition is at stake
+        claim = await _one_node(
+            kube, pool, ns, consolidateAfter="3s", consolidationPolicy="WhenEmpty"
+        )
+        name = codec.name(claim)
+
+        async def marked() -> bool:
+            raw = await kube.get(kc.NODECLAIMS, name)
+            return codec.condition_true(raw, "Consolidatable")
+
+        await harness.eventually(marked, "Consolidatable=True", wait_s=30)
+        raw = await kube.get(kc.NODECLAIMS, name)
+        event = codec.parse_time(raw["status"]["lastPodEventTime"]) or 0.0
+        cond = codec.condition(raw, "Consolidatable") or {}
+        assert (codec.parse_time(cond.get("lastTransitionTime")) or 0.0) >= event + 3.0 - 1.0
+        assert op.condition_metrics is not None
+        op.condition_metrics.refresh()
+        text = op.metrics.render().decode()
+        assert (
+            f'operator_nodeclaim_status_condition_count{{nodepool="{pool}",'
+            'reason="Consolidatable",status="True",type="Consolidatable"} 1.0'
+        ) in text
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_stale_status_write_keeps_a_concurrent_drifted(control_plane: ControlPlane) -> None:
+    """A status write computed from an old copy of the claim meets a Conflict, re-reads, and
+    applies only its own change: the Drifted condition written in between survives."""
+    async with (
+        harness.running(control_plane.kubeconfig),
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("race")
+        ns = await harness.namespace(kube)
+        claim = await _one_node(kube, pool, ns)
+        name = codec.name(claim)
+        stale = await kube.get(kc.NODECLAIMS, name)
+
+        def drifted(conds: list[Obj]) -> bool:
+            return codec.set_condition(conds, "Drifted", "True", "AMIDrift", "", RealClock().now())
+
+        await conditions.update(kube, kc.NODECLAIMS, name, drifted)
+        before = codec.conditions(stale)
+        after = codec.conditions(stale)
+        codec.set_condition(after, "Example", "True", "Example", "", RealClock().now())
+        written = await conditions.update(
+            kube, kc.NODECLAIMS, name, conditions.replaying(before, after), raw=stale
+        )
+        assert written is not None
+        kinds = {c["type"]: c["status"] for c in codec.conditions(written)}
+        assert kinds["Drifted"] == "True" and kinds["Example"] == "True"
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_node_registration_healthy(control_plane: ControlPlane) -> None:
+    """A registered launch sets NodeRegistrationHealthy=True; two registration timeouts in the
+    window set it False (RegistrationFailed); editing the NodePool resets it to Unknown."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("health")
+        ns = await harness.namespace(kube)
+        await _one_node(kube, pool, ns)
+
+        async def status(want: str) -> dict[str, Any] | None:
+            raw = await kube.get(kc.NODEPOOLS, pool)
+            cond = codec.condition(raw, "NodeRegistrationHealthy")
+            return cond if cond is not None and cond.get("status") == want else None
+
+        await harness.eventually(lambda: status("True"), "NodeRegistrationHealthy=True")
+        op.lifecycle.registration_timeout_s = 2.0
+        op_cloud = op.cloud
+        assert isinstance(op_cloud, SimulatedCloud)
+        op_cloud.boot_delay_s = 3600.0  # instances launch, their Nodes never appear
+        for i in range(2):
+            await kube.create(kc.PODS, harness.pod(f"stuck-{i}", pool, cpu="3"), ns)
+        cond = await harness.eventually(
+            lambda: status("False"), "NodeRegistrationHealthy=False", wait_s=60
+        )
+        assert (cond["reason"], cond["message"]) == (
+            "RegistrationFailed",
+            "Failed to register node",
+        )
+        op_cloud.boot_delay_s = 0.0
+        await kube.merge_patch(kc.NODEPOOLS, pool, {"spec": {"weight": 7}})
+        await harness.eventually(lambda: status("Unknown"), "reset to Unknown after an edit")
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_node_shape_inconsistency_is_reported(control_plane: ControlPlane) -> None:
+    """A Node reporting far less CPU than its NodeClaim expected gets a FailedConsistencyCheck
+    Event on the claim and ConsistentStateFound=False."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("shape")
+        ns = await harness.namespace(kube)
+        claim = await _one_node(kube, pool, ns)
+        name, node = codec.name(claim), claim["status"]["nodeName"]
+        await kube.merge_patch(
+            kc.NODES, node, {"status": {"capacity": {"cpu": "100m"}}}, subresource="status"
+        )
+
+        async def reported() -> list[dict[str, Any]]:
+            await op.consistency.reconcile()
+            items, _ = await kube.list(
+                kc.EVENTS, "default", field_selector=f"involvedObject.name={name}"
+            )
+            return [e for e in items if e.get("reason") == "FailedConsistencyCheck"]
+
+        op.consistency.scan_period_s = 0.0
+        [event] = await harness.eventually(reported, "a FailedConsistencyCheck event")
+        assert event["type"] == "Warning" and "of resource cpu, but found 100m" in event["message"]
+        raw = await kube.get(kc.NODECLAIMS, name)
+        cond = codec.condition(raw, "ConsistentStateFound") or {}
+        assert (cond.get("status"), cond.get("reason")) == ("False", "ConsistencyCheckFailed")
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_capacity_buffer_launches_headroom(control_plane: ControlPlane) -> None:
+    """With the CapacityBuffer gate on, a buffer of two 1-CPU chunks makes the provisioner
+    launch room for them with no real pod pending; its status says Resolved with 2 replicas."""
+    async with (
+        harness.running(control_plane.kubeconfig, FEATURE_GATES="CapacityBuffer=true") as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("buffer")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        template = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": "chunk"},
+            "template": {
+                "metadata": {"labels": {"app": "headroom"}},
+                "spec": harness.pod("x", pool, cpu="1")["spec"],
+            },
+        }
+        await kube.create(PODTEMPLATES, template, ns)
+        buffer = {
+            "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+            "kind": "CapacityBuffer",
+            "metadata": {"name": "web"},
+            "spec": {"podTemplateRef": {"name": "chunk"}, "replicas": 2},
+        }
+        await kube.create(CAPACITYBUFFERS, buffer, ns)
+        assert op.capacity_buffers is not None
+        await op.capacity_buffers.reconcile()
+
+        async def headroom() -> list[dict[str, Any]]:
+            claims = await harness.claims_of(kube, pool)
+            return claims if len(claims) == 1 else []
+
+        [claim] = await harness.eventually(headroom, "a NodeClaim launched for the buffer")
+        raw = await kube.get(CAPACITYBUFFERS, "web", ns)
+        cond = codec.condition(raw, "ReadyForProvisioning") or {}
+        assert (cond.get("status"), cond.get("reason")) == ("True", "Resolved")
+        assert raw["status"]["replicas"] == 2
+        assert raw["status"]["podTemplateRef"] == {"name": "chunk"}
+        pods, _ = await kube.list(kc.PODS, ns)
+        assert not [
+            p for p in pods if FAKE_POD_ANNOTATION in (codec.meta(p).get("annotations") or {})
+        ]
+        await kube.delete(CAPACITYBUFFERS, "web", ns)
+        await harness.cleanup(kube, pool, ns)
+        assert codec.name(claim)
