@@ -105,7 +105,9 @@ async def create_nodeclaim(
     body = codec.nodeclaim_manifest(claim, pool, pool_obj, annotations)
     try:
         obj = await kube.create(NODECLAIMS, body)
-    except errors.ApiError as err:
+    except (errors.ApiError, aiohttp.ClientError, OSError) as err:
+        # An unreachable apiserver (e.g. restarting) fails this claim only; the pods stay
+        # pending and the next pass retries. Raising would end the pass's whole task group.
         log.error("creating nodeclaim failed", nodepool=pool.name, error=str(err))
         return ""
     state.nodeclaims.upsert(obj)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import ipaddress
+import json
 import os
 import shutil
 import signal
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -309,8 +311,11 @@ class LocalControlPlane:
         scheduler: bool = True,
         controller_manager: bool = True,
         startup_timeout_s: float = 120.0,
+        audit_policy: str = "",
     ) -> None:
         self.bin_dir = bin_dir
+        # An audit Policy (YAML); when set the apiserver logs JSON events to ``audit_log``.
+        self._audit_policy = audit_policy
         self._own_work_dir = work_dir is None
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="karpenter-controlplane-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -327,6 +332,7 @@ class LocalControlPlane:
         self._admin: _KeyPair | None = None
         self._sa_private = self.work_dir / "pki" / "sa.key"
         self._sa_public = self.work_dir / "pki" / "sa.pub"
+        self.audit_log = self.work_dir / "logs" / "audit.jsonl"
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -380,6 +386,25 @@ class LocalControlPlane:
         proc.stop()
         proc.start()
         self._wait_apiserver_ready(proc)
+
+    def kubeconfig_for(self, user: str, organization: str = "system:masters") -> Path:
+        """A kubeconfig authenticating as ``user`` (client certificate, group ``organization``):
+        distinct users tell replicas apart in the audit log."""
+        assert self._pki is not None
+        pair = self._pki.issue(f"user-{user}", user, organization=organization)
+        path = self.work_dir / f"{user}.kubeconfig"
+        path.write_text(_kubeconfig(self.server, self._pki.ca.cert, pair, user))
+        return path
+
+    def compact_etcd(self) -> int:
+        """Compact etcd at its current revision (through etcd's HTTP gateway) and return it:
+        every watch resuming from an older resourceVersion then gets 410 Gone."""
+        base = f"http://127.0.0.1:{self.etcd_port}/v3/kv"
+        # any range answers with the store's header revision; "AA==" is the key b"\0"
+        head = _post_json(f"{base}/range", {"key": "AA=="})
+        revision = int(head["header"]["revision"])
+        _post_json(f"{base}/compaction", {"revision": revision, "physical": True})
+        return revision
 
     def log_path(self, component: str) -> Path:
         return self.work_dir / "logs" / f"{component}.log"
@@ -464,6 +489,21 @@ class LocalControlPlane:
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
+            *self._audit_args(),
+        ]
+
+    def _audit_args(self) -> list[str]:
+        if not self._audit_policy:
+            return []
+        policy = self.work_dir / "audit-policy.yaml"
+        policy.write_text(self._audit_policy)
+        self.audit_log.parent.mkdir(parents=True, exist_ok=True)
+        # blocking mode: an event is on disk before its request is answered
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
         ]
 
     def _start_apiserver(self) -> None:
@@ -540,6 +580,14 @@ class LocalControlPlane:
         ctx = ssl.create_default_context(cafile=str(self._pki.ca.cert))
         ctx.load_cert_chain(str(self._admin.cert), str(self._admin.key))
         return ctx
+
+
+def _post_json(url: str, body: dict[str, object]) -> dict[str, Any]:
+    data = json.dumps(body).encode()
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        answer: dict[str, Any] = json.loads(resp.read())
+    return answer
 
 
 def _http_ok(url: str, ctx: ssl.SSLContext | None) -> bool:
