@@ -33,6 +33,12 @@ from tests.support.helm import helm_binary, render
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
 # Grants a short run does not exercise, each with the reason it is in the chart.
+# Grants the exercise reaches on some runs only: whether the drain meets the namespace being
+# deleted by the cleanup is a race, so these are neither required used nor required unused.
+USED_ON_SOME_RUNS = {
+    ("delete", "", "pods"): "drain in a terminating namespace, or terminationGracePeriod expiry",
+}
+
 UNUSED_BY_DESIGN = {
     ("create", "", "nodes"): "cloudProvider=simulated creates its Nodes (no kubelet)",
     ("patch", "", "nodes/status"): "cloudProvider=simulated reports Node status as a kubelet",
@@ -223,9 +229,10 @@ async def test_chart_rbac_is_exactly_what_the_controller_uses_and_no_secret_is_l
     assert denied == [], denied
     granted = _grants(docs)
     assert used - granted == set()  # anything used was granted (else it would be denied)
-    unexplained = sorted(granted - used - set(UNUSED_BY_DESIGN))
+    unexplained = sorted(granted - used - set(UNUSED_BY_DESIGN) - set(USED_ON_SOME_RUNS))
     assert unexplained == [], f"granted, never used, no reason written: {unexplained}"
     stale = sorted(set(UNUSED_BY_DESIGN) - (granted - used))
+    assert set(USED_ON_SOME_RUNS) <= granted, "a path-dependent reason for a grant not granted"
     assert stale == [], f"reasons for grants that are used or not granted: {stale}"
     text = (tmp_path / "sa.log").read_text(errors="replace")
     for secret in (*CANARIES.values(), token):
