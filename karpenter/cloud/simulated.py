@@ -16,6 +16,8 @@ as the instance is recorded, just as a cloud API returns before the machine has 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -46,6 +48,12 @@ from karpenter.kube.client import NODES, KubeClient, Obj
 PROVIDER_PREFIX = "simulated://"
 IMAGE_ID = "simulated-image"
 _NODE_CREATE_ATTEMPTS = 5
+# kwok adopts Nodes with this annotation (kwok's convention; upstream's kwok provider sets it too)
+KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+# The simulated node agent's annotations (read by kwok's node-agent Stage, sandbox/kwok.py)
+AGENT_TAINTS = "simulated.karpenter.sh/agent-removes-taints"
+AGENT_DELAY = "simulated.karpenter.sh/agent-delay"
+_NODE_ADDRESSES = 1 << 20  # 172.16.0.0/12
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +94,15 @@ class SimulatedCloud:
         *,
         boot_delay_s: float = 0.0,
         advertise_unavailable: bool = True,
+        startup_agent_delay_s: float | None = 1.0,
     ) -> None:
         self.kube = kube
         self.catalog = tuple(catalog)
         self.clock = clock
         self.boot_delay_s = boot_delay_s
+        # When the node agent removes the claim's startup taints after the Node is Ready;
+        # None leaves them for someone else (a test, a real agent DaemonSet).
+        self.startup_agent_delay_s = startup_agent_delay_s
         # False models a cloud whose price list does not know about the shortage yet: the
         # solver picks the offering and only the launch fails.
         self.advertise_unavailable = advertise_unavailable
@@ -290,34 +302,7 @@ class SimulatedCloud:
                 await self.clock.sleep(0.5 * (attempt + 1))
 
     async def _create_node(self, instance: Instance) -> None:
-        claim = instance.claim
-        taints = codec.merge_taints(
-            [{"key": lbl.TAINT_UNREGISTERED, "effect": "NoExecute"}],
-            [codec.taint(t) for t in (*claim.taints, *claim.startup_taints)],
-        )
-        body: Obj = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": instance.claim_name, "labels": instance.labels},
-            "spec": {"providerID": instance.provider_id, "taints": taints},
-        }
-        await self.kube.create(NODES, body)
-        # The apiserver drops status on create; a kubelet reports it right after, as here.
-        resources = codec.resource_list(instance.instance_type.allocatable)
-        capacity = codec.resource_list(instance.instance_type.capacity)
-        now = codec.rfc3339(self.clock.now())
-        ready = {
-            "type": "Ready",
-            "status": "True",
-            "reason": "KubeletReady",
-            "message": "simulated kubelet is posting ready status",
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }
-        status = {"capacity": capacity, "allocatable": resources, "conditions": [ready]}
-        await self.kube.merge_patch(
-            NODES, instance.claim_name, {"status": status}, subresource="status"
-        )
+        await self.kube.create(NODES, node_manifest(instance, self.startup_agent_delay_s))
 
     async def delete(self, claim: NodeClaim) -> None:
         """Terminate: the Node goes away; NodeClaimNotFound once the instance is gone."""
@@ -355,3 +340,42 @@ class SimulatedCloud:
     async def is_drifted(self, claim: NodeClaim) -> str:
         """What ``drifted`` says for the claim ("" unless a test marked it)."""
         return self.drifted.get(claim.name, "")
+
+
+def node_manifest(instance: Instance, agent_delay_s: float | None) -> Obj:
+    """The Node a booted instance registers: labels, taints (with ``karpenter.sh/unregistered``
+    as a kubelet registers), and its status — capacity, allocatable, an address, node info —
+    in the same create call (the apiserver keeps a Node's status on create), so kwok, which
+    turns it Ready, never sees it without capacity and never fills in its own defaults."""
+    claim = instance.claim
+    taints = codec.merge_taints(
+        [{"key": lbl.TAINT_UNREGISTERED, "effect": "NoExecute"}],
+        [codec.taint(t) for t in (*claim.taints, *claim.startup_taints)],
+    )
+    annotations = {KWOK_ANNOTATION[0]: KWOK_ANNOTATION[1]}
+    if claim.startup_taints and agent_delay_s is not None:
+        annotations[AGENT_TAINTS] = ",".join(sorted({t.key for t in claim.startup_taints}))
+        annotations[AGENT_DELAY] = f"{agent_delay_s:g}s"
+    offset = zlib.crc32(instance.claim_name.encode()) % _NODE_ADDRESSES
+    address = str(ipaddress.IPv4Address("172.16.0.0") + offset)
+    labels = instance.labels
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": instance.claim_name, "labels": labels, "annotations": annotations},
+        "spec": {"providerID": instance.provider_id, "taints": taints},
+        "status": {
+            "capacity": codec.resource_list(instance.instance_type.capacity),
+            "allocatable": codec.resource_list(instance.instance_type.allocatable),
+            "addresses": [
+                {"type": "InternalIP", "address": address},
+                {"type": "Hostname", "address": instance.claim_name},
+            ],
+            "nodeInfo": {
+                "architecture": labels.get(lbl.ARCH, "amd64"),
+                "operatingSystem": labels.get(lbl.OS, "linux"),
+                "kubeletVersion": "simulated",
+            },
+            "phase": "Pending",
+        },
+    }
