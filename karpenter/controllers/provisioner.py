@@ -204,12 +204,14 @@ class Provisioner:
         """One pass over every provisionable pod."""
         await self._await_synced()
         pools = self.state.active_nodepools()
-        types = await instance_types(
-            self.cloud, self.state, pools, self.clock.now(), self.options, self._log
-        )
+        now = self.clock.now()
+        types = await instance_types(self.cloud, self.state, pools, now, self.options, self._log)
         # Snapshot and pending pods in one synchronous step: no event can slip in between.
+        # Pods placed by an earlier pass carry that placement (their nomination), so they go
+        # back to the in-flight capacity meant for them before any other pod is placed.
         cluster = self.state.snapshot(types)
-        pending = self.state.provisionable_pods()
+        provisionable = self.state.provisionable_pods()
+        pending = list(self.state.with_nominations(provisionable, self.clock.now()))
         if not pending:
             report = PassReport(0, (), {})
             self.passes.append(report)

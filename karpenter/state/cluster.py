@@ -304,8 +304,9 @@ class ClusterState:
         name) until ``until``: disruption leaves such nodes alone while the pod binds."""
         self.nominations[pod_key] = (target, until)
 
-    def _nominated(self, pods: Sequence[Pod], now: float) -> tuple[Pod, ...]:
-        """``pods`` with live nominations as ``nominated_node_name`` (by Node name)."""
+    def with_nominations(self, pods: Sequence[Pod], now: float) -> tuple[Pod, ...]:
+        """``pods`` with live nominations as ``nominated_node_name`` (by Node name, or by
+        NodeClaim name while the claim has no Node)."""
         for key in [k for k, (_, until) in self.nominations.items() if until <= now]:
             del self.nominations[key]
         out = []
@@ -335,7 +336,7 @@ class ClusterState:
         pools = tuple(p for p in self.active_nodepools() if p.name in instance_types)
         pods = tuple(self.pods.values())
         if now is not None:
-            pods = self._nominated(pods, now)
+            pods = self.with_nominations(pods, now)
         # Namespaces the informer has not delivered (or when it is not run) still carry the
         # label every namespace has, so namespaceSelector terms on the name keep working.
         labels: dict[str, Mapping[str, str]] = {
