@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import anyio
 from karpenter.aio.clock import RealClock
 from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.catalogs.fake import fake_instance_types
+from karpenter.core.model.instancetype import InstanceType
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
 from karpenter.observability.metrics import Metrics
@@ -59,14 +60,18 @@ async def running(
     kubeconfig: Path,
     *,
     catalog_size: int = 8,
+    catalog: Sequence[InstanceType] = (),
+    boot_delay_s: float = 0.0,
     identity: str = "",
     disruption_timing: tuple[float, float] = (10.0, 15.0),
     **overrides: Any,
 ) -> AsyncIterator[Operator]:
-    """An Operator with a simulated cloud, running until the block exits."""
+    """An Operator with a simulated cloud (``catalog``, else the fake catalog of
+    ``catalog_size`` types), running until the block exits."""
     clock = RealClock()
     async with kc.connect(kubeconfig) as kube:
-        cloud = SimulatedCloud(kube, fake_instance_types(catalog_size), clock)
+        types = tuple(catalog) or fake_instance_types(catalog_size)
+        cloud = SimulatedCloud(kube, types, clock, boot_delay_s=boot_delay_s)
         op = Operator(
             kube,
             settings(**overrides),
