@@ -102,6 +102,7 @@ def main() -> int:
     # longer than consolidateAfter (30 s) plus a disruption round, as upstream's 3-minute wait
     parser.add_argument("--quiet", type=float, default=120.0, help="settled after N s unchanged")
     parser.add_argument("--json", default="", help="append rows as JSON lines here")
+    parser.add_argument("--profile", action="store_true", help="py-spy our controller")
     parser.add_argument("--work", default="", help="keep logs here (default: a temp dir)")
     args = parser.parse_args()
     chosen = scenarios(args.scale)
@@ -116,7 +117,8 @@ def main() -> int:
     rows: list[runner.PhaseResult] = []
     for name in names:
         for kind in args.controllers.split(","):
-            results = runner.run_scenario(chosen[name], kind, work / f"{name}-{kind}", args.quiet)
+            where = work / f"{name}-{kind}"
+            results = runner.run_scenario(chosen[name], kind, where, args.quiet, args.profile)
             rows.extend(results)
             for r in results:
                 print(json.dumps(r.row()), flush=True)

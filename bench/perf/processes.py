@@ -53,7 +53,11 @@ class Controller:
     kind: str
     kubeconfig: Path
     log: Path
+    # py-spy's collapsed stacks of our controller land here (``--profile``); py-spy samples
+    # from outside the process, so it costs the controller nothing measurable.
+    profile: Path | None = None
     popen: subprocess.Popen[bytes] | None = None
+    spy: subprocess.Popen[bytes] | None = None
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         env = {
@@ -88,6 +92,10 @@ class Controller:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        if self.profile is not None and self.kind == "ours":
+            spy = ["py-spy", "record", "--pid", str(self.popen.pid), "--rate", "50"]
+            spy += ["--format", "raw", "--nonblocking", "--output", str(self.profile)]
+            self.spy = subprocess.Popen(spy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     @property
     def pid(self) -> int:
@@ -98,6 +106,10 @@ class Controller:
         return self.popen is not None and self.popen.poll() is None
 
     def stop(self) -> None:
+        spy, self.spy = self.spy, None
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            spy.wait(timeout=60)
         proc, self.popen = self.popen, None
         if proc is None or proc.poll() is not None:
             return

@@ -154,17 +154,22 @@ async def run_phase(
     )
 
 
-def run_scenario(scenario: Scenario, kind: str, work: Path, quiet_s: float) -> list[PhaseResult]:
+def run_scenario(
+    scenario: Scenario, kind: str, work: Path, quiet_s: float, profile: bool = False
+) -> list[PhaseResult]:
     """Every phase of ``scenario`` against controller ``kind`` on a fresh cluster."""
     work.mkdir(parents=True, exist_ok=True)
     with cluster.perf_cluster(work) as plane:
-        return anyio.run(_scenario, plane, scenario, kind, work, quiet_s)
+        controller = Controller(kind, plane.kubeconfig, work / f"controller-{kind}.log")
+        if profile:
+            controller.profile = work / f"profile-{kind}.txt"
+        return anyio.run(_scenario, plane, scenario, controller, quiet_s)
 
 
 async def _scenario(
-    plane: LocalControlPlane, scenario: Scenario, kind: str, work: Path, quiet_s: float
+    plane: LocalControlPlane, scenario: Scenario, controller: Controller, quiet_s: float
 ) -> list[PhaseResult]:
-    controller = Controller(kind, plane.kubeconfig, work / f"controller-{kind}.log")
+    kind = controller.kind
     async with cluster.connected(plane) as kube:
         await cluster.prepare(kube, kind)
         controller.start()
