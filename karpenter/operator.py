@@ -187,7 +187,7 @@ class Operator:
         self.elector: LeaderElector | None = None
         if not settings.DISABLE_LEADER_ELECTION:
             self.elector = LeaderElector(
-                kube.api,
+                kube,
                 settings.leader_election_namespace,
                 settings.LEADER_ELECTION_NAME,
                 self.identity,

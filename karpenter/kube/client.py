@@ -1,10 +1,9 @@
-"""The Kubernetes client: JSON in, JSON out, typed errors, on kubernetes_asyncio's transport.
+"""The Kubernetes client: JSON in, JSON out, typed errors, over one aiohttp session.
 
-The generated typed models are skipped on purpose: informers hand plain dicts to the
-decoders in ``karpenter.api`` (fast, and they name bad fields), and the controllers write
-merge patches. kubernetes_asyncio still loads kubeconfigs / in-cluster credentials and owns
-the TLS session. Watches are read as raw newline-delimited JSON so a large object never hits
-a line-length limit.
+There are no generated typed models: informers hand plain dicts to the decoders in
+``karpenter.api`` (fast, and they name bad fields), and the controllers write merge patches.
+``transport`` loads the kubeconfig / in-cluster credentials and opens the session. Watches are
+read as raw newline-delimited JSON so a large object never hits a line-length limit.
 """
 
 from __future__ import annotations
@@ -18,12 +17,9 @@ from typing import Any
 
 import aiohttp
 import anyio
-from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from karpenter.aio.ratelimit import TokenBucket
-from karpenter.kube import errors
+from karpenter.kube import errors, transport
 
 Obj = dict[str, Any]
 
@@ -99,10 +95,16 @@ class WatchEvent:
 
 
 class KubeClient:
-    """A narrow JSON client over one kubernetes_asyncio ``ApiClient`` (not owned)."""
+    """A narrow JSON client over one HTTP session (not owned)."""
 
-    def __init__(self, api: k8s.ApiClient, limiter: TokenBucket | None = None) -> None:
-        self.api = api
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        creds: transport.Credentials,
+        limiter: TokenBucket | None = None,
+    ) -> None:
+        self.http = http
+        self.creds = creds
         # KUBE_CLIENT_QPS/BURST; watches are long-lived streams and are not throttled
         self.limiter = limiter
 
@@ -119,19 +121,23 @@ class KubeClient:
     ) -> aiohttp.ClientResponse:
         if throttle and self.limiter is not None:
             await self.limiter.acquire()
-        try:
-            resp: aiohttp.ClientResponse = await self.api.call_api(
-                path,
-                method,
-                query_params=list(query),
-                header_params={"Accept": JSON, "Content-Type": content_type},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=request_timeout,
-            )
-        except ApiException as err:  # raised by the transport for some failures
-            raise errors.ApiError(int(err.status or 0), str(err.reason or "")) from err
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        if self.creds.token is not None:
+            headers["Authorization"] = f"Bearer {await self.creds.token()}"
+        timeout = (
+            request_timeout
+            if isinstance(request_timeout, aiohttp.ClientTimeout)
+            else aiohttp.ClientTimeout(total=request_timeout)
+        )
+        resp = await self.http.request(
+            method,
+            self.creds.server + path,
+            params=list(query) or None,
+            data=None if body is None else json.dumps(body),
+            headers=headers,
+            timeout=timeout,
+            server_hostname=self.creds.server_hostname,
+        )
         if resp.status >= 300:
             try:
                 payload = await resp.json(content_type=None)
@@ -312,26 +318,13 @@ def _event(raw: Mapping[str, Any], res: Resource) -> WatchEvent:
     return WatchEvent(kind, obj)
 
 
-async def load_configuration(kubeconfig: Path | str | None) -> k8s.Configuration:
-    """Client configuration from a kubeconfig file, else the in-cluster service account."""
-    cfg = k8s.Configuration()
-    if kubeconfig:
-        await k8s_config.load_kube_config(
-            config_file=str(kubeconfig), client_configuration=cfg, persist_config=False
-        )
-    else:
-        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    return cfg
-
-
 @asynccontextmanager
 async def connect(kubeconfig: Path | str | None) -> AsyncIterator[KubeClient]:
     """A KubeClient with its own connection pool, closed on exit."""
-    cfg = await load_configuration(kubeconfig)
+    creds = transport.load(kubeconfig)
     try:
-        async with k8s.ApiClient(configuration=cfg) as api:
-            api.user_agent = "karpenter-py/0.1.0"
-            yield KubeClient(api)
+        async with transport.session(creds) as http:
+            yield KubeClient(http, creds)
     finally:
         # TLS transports finish closing a moment after the session does (aiohttp's documented
         # graceful-shutdown pause); without it a closing event loop reports them unclosed.

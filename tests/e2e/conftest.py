@@ -21,6 +21,7 @@ import pytest_asyncio
 import yaml
 from kubernetes_asyncio import client, config
 
+from karpenter.kube import client as kc
 from karpenter.sandbox import kwok
 from karpenter.sandbox.controlplane import LocalControlPlane, ensure_binaries
 
@@ -91,6 +92,20 @@ async def api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
     """A kubernetes_asyncio client bound to the session's control plane (one per test loop)."""
     async with await new_api_client(control_plane.kubeconfig) as api_client:
         yield api_client
+
+
+@pytest_asyncio.fixture
+async def kube(control_plane: ControlPlane) -> AsyncIterator[kc.KubeClient]:
+    """The project's own client on the session's control plane (one per test loop)."""
+    async with kc.connect(control_plane.kubeconfig) as kube_client:
+        yield kube_client
+
+
+@pytest_asyncio.fixture
+async def kube2(control_plane: ControlPlane) -> AsyncIterator[kc.KubeClient]:
+    """A second client of the project's own, as a second replica would have."""
+    async with kc.connect(control_plane.kubeconfig) as kube_client:
+        yield kube_client
 
 
 async def new_api_client(kubeconfig: Path) -> client.ApiClient:
