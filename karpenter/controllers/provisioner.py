@@ -33,7 +33,7 @@ from karpenter.controllers.spreadselectors import SpreadSelectors
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import NodePool
-from karpenter.core.model.pod import TopologySpread
+from karpenter.core.model.pod import Pod, TopologySpread
 from karpenter.core.provisioning import overlays as overlay_types
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.provisioning.scheduler import solve
@@ -47,6 +47,8 @@ HISTORY = 1000  # passes kept in ``passes``
 HISTORY_KEYS = 20_000  # claims / pods kept in ``created_at`` / ``placed_at``
 SYNC_WAIT_S = 10.0
 FAILED_SCHEDULING_DEDUPE_S = 300.0
+EVENT_CONCURRENCY = 16
+_Event = tuple[Pod, str, str, str]  # pod, type, reason, message
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,42 +274,46 @@ class Provisioner:
         for pod in claim.pods:
             self.placed_at[pod.key] = self.created_at[name]
         _trim(self.placed_at)
-        for pod in claim.pods:
-            await self.recorder.publish(
-                codec.pod_reference(pod),
-                events.NORMAL,
-                "Nominated",
-                f"Pod should schedule on: nodeclaim/{name}",
-            )
+        message = f"Pod should schedule on: nodeclaim/{name}"
+        await self._publish([(pod, events.NORMAL, "Nominated", message) for pod in claim.pods])
         return name
+
+    async def _publish(
+        self, batch: Sequence[_Event], dedupe_s: float = events.DEFAULT_DEDUPE_S
+    ) -> None:
+        """Post a pass's Events side by side (a 1000-pod pass would otherwise wait for 1000
+        sequential round trips); the client's rate limit still paces them."""
+        limiter = anyio.CapacityLimiter(EVENT_CONCURRENCY)
+
+        async def one(pod: Pod, kind: str, reason: str, message: str) -> None:
+            async with limiter:
+                reference = codec.pod_reference(pod)
+                await self.recorder.publish(reference, kind, reason, message, dedupe_s=dedupe_s)
+
+        async with anyio.create_task_group() as tg:
+            for item in batch:
+                tg.start_soon(one, *item)
 
     async def _report_nominations(self, results: Results) -> None:
         """Pods the pass placed on existing or in-flight capacity (deduplicated per node)."""
         until = self.clock.now() + self.nomination_s
+        batch: list[_Event] = []
         for node_name, pods in results.existing:
             for pod in pods:
                 self.state.nominate(pod.key, node_name, until)
             kind = "node" if self.state.nodes.raw(node_name) is not None else "nodeclaim"
-            for pod in pods:
-                await self.recorder.publish(
-                    codec.pod_reference(pod),
-                    events.NORMAL,
-                    "Nominated",
-                    f"Pod should schedule on: {kind}/{node_name}",
-                )
+            message = f"Pod should schedule on: {kind}/{node_name}"
+            batch.extend((pod, events.NORMAL, "Nominated", message) for pod in pods)
+        await self._publish(batch)
 
     async def _report_unschedulable(self, results: Results) -> None:
+        batch: list[_Event] = []
         for key, reason in sorted(results.unschedulable.items()):
             pod = self.state.pods.get(key)
-            if pod is None:
-                continue
-            await self.recorder.publish(
-                codec.pod_reference(pod),
-                events.WARNING,
-                "FailedScheduling",
-                f"Failed to schedule pod, {reason}",
-                dedupe_s=FAILED_SCHEDULING_DEDUPE_S,
-            )
+            if pod is not None:
+                message = f"Failed to schedule pod, {reason}"
+                batch.append((pod, events.WARNING, "FailedScheduling", message))
+        await self._publish(batch, FAILED_SCHEDULING_DEDUPE_S)
 
 
 def _trim(times: dict[str, float]) -> None:
