@@ -70,6 +70,7 @@ NODEOVERLAYS = Resource("karpenter.sh", "v1alpha1", "nodeoverlays", "NodeOverlay
 DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
 REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", namespaced=True)
 REPLICATIONCONTROLLERS = Resource(

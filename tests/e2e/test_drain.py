@@ -116,7 +116,7 @@ async def _finalized(op: Operator, kube: kc.KubeClient, claim: dict[str, Any]) -
     await harness.eventually(done, "the NodeClaim and its Node to be finalized")
     assert node in op.node_termination.finalized
     assert isinstance(op.cloud, SimulatedCloud)
-    assert name not in op.cloud.instances
+    assert await op.cloud.records.get(name) is None
 
 
 def _sample(op: Operator, name: str, **labels: str) -> float:
@@ -433,7 +433,8 @@ async def test_not_ready_node_without_instance_is_released_without_drain(
         claim = await _only_claim(kube, pool)
         node = claim["status"]["nodeName"]
         assert isinstance(op.cloud, SimulatedCloud)
-        del op.cloud.instances[claim["metadata"]["name"]]  # the machine died with its kubelet
+        # the machine died with its kubelet: its record goes, its Node stays NotReady
+        await op.cloud.records.delete(claim["metadata"]["name"])
         not_ready = {"type": "Ready", "status": "False", "reason": "NodeStatusUnknown"}
         status = {"status": {"conditions": [not_ready]}}
         await kube.merge_patch(kc.NODES, node, status, subresource="status")

@@ -91,7 +91,7 @@ async def test_gc_deletes_claims_whose_instance_vanished(control_plane: ControlP
         await op.nodeclaim_gc.reconcile()
         assert name not in op.nodeclaim_gc.collected  # its instance is listed
 
-        del cloud.instances[name]  # the instance disappears behind Karpenter's back
+        await cloud.records.delete(name)  # the instance disappears behind Karpenter's back
         await op.nodeclaim_gc.reconcile()
         assert name not in op.nodeclaim_gc.collected  # the Ready Node says the list is wrong
 
