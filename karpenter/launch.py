@@ -107,12 +107,19 @@ async def serve(
     boot_delay_s: float,
     clock: Clock,
     *,
+    agent_delay_s: float = 1.0,
     on_ready: str = "",
 ) -> None:
     """Run the controller with the simulated cloud until cancelled."""
     async with kc.connect(kubeconfig) as kube:
         kube.limiter = TokenBucket(clock, settings.KUBE_CLIENT_QPS, settings.KUBE_CLIENT_BURST)
-        cloud = SimulatedCloud(kube, catalog, clock, boot_delay_s=boot_delay_s)
+        cloud = SimulatedCloud(
+            kube,
+            catalog,
+            clock,
+            boot_delay_s=boot_delay_s,
+            startup_agent_delay_s=agent_delay_s if agent_delay_s >= 0 else None,
+        )
         operator = Operator(kube, settings, cloud, clock, Metrics(), services=[cloud.run])
         async with anyio.create_task_group() as tg:
             await tg.start(operator.run)
@@ -195,7 +202,15 @@ def run(args: argparse.Namespace) -> int:
         anyio.run(run_until_signalled, lambda: serve_aws(kubeconfig, settings, aws, clock))
         return 0
     anyio.run(
-        run_until_signalled, lambda: serve(kubeconfig, settings, catalog, args.boot_delay, clock)
+        run_until_signalled,
+        lambda: serve(
+            kubeconfig,
+            settings,
+            catalog,
+            args.boot_delay,
+            clock,
+            agent_delay_s=args.startup_taint_delay,
+        ),
     )
     return 0
 

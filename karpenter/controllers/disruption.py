@@ -124,6 +124,7 @@ class Disruption:
         """One pass: the command carried out, or None."""
         if not self.state.synced():
             return None  # a launch in flight changes what fits where; wait for it
+        await self._untaint_stale()
         now = self.clock.now()
         if self._quiet is not None:
             version, since = self._quiet
@@ -211,14 +212,32 @@ class Disruption:
                 return False
             await self.clock.sleep(1.0)
 
+    async def _untaint_stale(self) -> None:
+        """Between passes no command is in flight, so a disrupted taint on a Node that is not
+        going away is left over from a command cut short (a restart mid-command, as
+        upstream's disruption controller clears on start): remove it."""
+        for name, entry in sorted(self.state.nodes.entries.items()):
+            raw = entry.raw
+            if codec.meta(raw).get("deletionTimestamp") or not any(
+                codec.same_taint(t, _DISRUPTED_TAINT) for t in codec.taints_of(raw)
+            ):
+                continue
+            claims = [self.state.nodeclaims.get(c) for c in self.state.claims_of_node(name)]
+            if any(c is not None and c.deleting for c in claims):
+                continue
+            self._log.info("removing a disrupted taint left by an interrupted command", node=name)
+            await self._set_taint(name, add=False)
+
     async def _taint(self, c: Candidate, *, add: bool) -> None:
-        """Add or remove the disrupted taint, with optimistic concurrency on the Node."""
         node = c.state.node
-        if node is None:
-            return
+        if node is not None:
+            await self._set_taint(node.name, add=add)
+
+    async def _set_taint(self, node: str, *, add: bool) -> None:
+        """Add or remove the disrupted taint, with optimistic concurrency on the Node."""
         for _ in range(5):
             try:
-                raw = await self.kube.get(NODES, node.name)
+                raw = await self.kube.get(NODES, node)
             except errors.NotFound:
                 return
             taints = codec.taints_of(raw)
@@ -233,7 +252,7 @@ class Disruption:
                 "spec": {"taints": new},
             }
             try:
-                obj = await self.kube.merge_patch(NODES, node.name, patch)
+                obj = await self.kube.merge_patch(NODES, node, patch)
             except errors.Conflict:
                 continue  # someone else wrote the Node; read it again
             self.state.nodes.upsert(obj)

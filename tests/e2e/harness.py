@@ -31,10 +31,13 @@ POOL_KEY = "e2e.karpenter.test/pool"
 
 
 async def eventually(probe: Callable[[], Awaitable[Any]], what: str, wait_s: float = WAIT_S) -> Any:
-    """Poll ``probe`` until it returns something truthy."""
+    """Poll ``probe`` until it returns something truthy (a 429 counts as "not yet")."""
     deadline = time.monotonic() + wait_s
     while True:
-        result = await probe()
+        try:
+            result = await probe()
+        except errors.TooManyRequests:  # the apiserver asks to retry (a cache initializing)
+            result = None
         if result:
             return result
         if time.monotonic() > deadline:
