@@ -78,8 +78,14 @@ class KwokOptions:
         return args
 
     def config_text(self) -> str:
-        """kwok's --config file: the Stage documents, JSON being YAML."""
-        docs = [*stages(self.pod_start_ms), *self.extra_stages]
+        """kwok's --config file: its options and the Stage documents, JSON being YAML."""
+        options = {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokConfiguration",
+            # kwok plays 4 stages at a time by default: a 1000-pod burst would queue behind it
+            "options": {"podPlayStageParallelism": 16, "nodePlayStageParallelism": 8},
+        }
+        docs = [options, *stages(self.pod_start_ms), *self.extra_stages]
         return "\n---\n".join(json.dumps(d, indent=1) for d in docs) + "\n"
 
 
