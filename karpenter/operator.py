@@ -221,6 +221,7 @@ class Operator:
                     s.HEALTH_PROBE_PORT,
                     self.ready,
                 )
+            await tg.start(self.recorder.run)
             for service in self.services:
                 await tg.start(service)
             for informer in self.informers:

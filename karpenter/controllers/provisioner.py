@@ -47,7 +47,6 @@ HISTORY = 1000  # passes kept in ``passes``
 HISTORY_KEYS = 20_000  # claims / pods kept in ``created_at`` / ``placed_at``
 SYNC_WAIT_S = 10.0
 FAILED_SCHEDULING_DEDUPE_S = 300.0
-EVENT_CONCURRENCY = 16
 _Event = tuple[Pod, str, str, str]  # pod, type, reason, message
 
 
@@ -281,18 +280,13 @@ class Provisioner:
     async def _publish(
         self, batch: Sequence[_Event], dedupe_s: float = events.DEFAULT_DEDUPE_S
     ) -> None:
-        """Post a pass's Events side by side (a 1000-pod pass would otherwise wait for 1000
-        sequential round trips); the client's rate limit still paces them."""
-        limiter = anyio.CapacityLimiter(EVENT_CONCURRENCY)
-
-        async def one(pod: Pod, kind: str, reason: str, message: str) -> None:
-            async with limiter:
-                reference = codec.pod_reference(pod)
-                await self.recorder.publish(reference, kind, reason, message, dedupe_s=dedupe_s)
-
-        async with anyio.create_task_group() as tg:
-            for item in batch:
-                tg.start_soon(one, *item)
+        """Hand a pass's Events to the recorder's background workers: a 1000-pod pass must
+        not wait for 1000 round trips, nor spend the controller's client rate on them."""
+        for pod, kind, reason, message in batch:
+            reference = codec.pod_reference(pod)
+            await self.recorder.publish(
+                reference, kind, reason, message, dedupe_s=dedupe_s, background=True
+            )
 
     async def _report_nominations(self, results: Results) -> None:
         """Pods the pass placed on existing or in-flight capacity (deduplicated per node)."""

@@ -213,10 +213,16 @@ class KubeClient:
             resp.release()
 
     async def create(
-        self, res: Resource, body: Mapping[str, Any], namespace: str | None = None
+        self,
+        res: Resource,
+        body: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        throttle: bool = True,
     ) -> Obj:
-        """Create an object (AlreadyExists, Invalid)."""
-        return await self._json("POST", res.path(namespace), body=dict(body))
+        """Create an object (AlreadyExists, Invalid); ``throttle=False`` for callers that
+        pace themselves (the event recorder's own rate limit)."""
+        return await self._json("POST", res.path(namespace), body=dict(body), throttle=throttle)
 
     async def merge_patch(
         self,
