@@ -23,6 +23,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -93,7 +94,12 @@ def _cell(
     return cell
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM tears the clusters down like Ctrl-C
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     every = scenarios()
     parser.add_argument("--scenarios", default="basic", help=f"comma list of {sorted(every)}")

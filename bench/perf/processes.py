@@ -109,7 +109,10 @@ class Controller:
         spy, self.spy = self.spy, None
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-            spy.wait(timeout=60)
+            try:
+                spy.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                spy.kill()
         proc, self.popen = self.popen, None
         if proc is None or proc.poll() is not None:
             return
