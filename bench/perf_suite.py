@@ -107,6 +107,9 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="shrink pod counts (quick runs)")
     # longer than consolidateAfter (30 s) plus a disruption round, as upstream's 3-minute wait
     parser.add_argument("--quiet", type=float, default=120.0, help="settled after N s unchanged")
+    parser.add_argument(
+        "--cap", type=float, default=float("inf"), help="wait at most N s per phase"
+    )
     parser.add_argument("--json", default="", help="append rows as JSON lines here")
     parser.add_argument("--profile", action="store_true", help="py-spy our controller")
     parser.add_argument("--work", default="", help="keep logs here (default: a temp dir)")
@@ -124,7 +127,9 @@ def main() -> int:
     for name in names:
         for kind in args.controllers.split(","):
             where = work / f"{name}-{kind}"
-            results = runner.run_scenario(chosen[name], kind, where, args.quiet, args.profile)
+            results = runner.run_scenario(
+                chosen[name], kind, where, args.quiet, args.profile, args.cap
+            )
             rows.extend(results)
             for r in results:
                 print(json.dumps(r.row()), flush=True)

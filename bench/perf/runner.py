@@ -116,8 +116,10 @@ async def run_phase(
     phase: Phase,
     controller: Controller,
     quiet_s: float,
+    cap_s: float = float("inf"),
 ) -> PhaseResult:
-    """Act, wait, measure."""
+    """Act, wait (at most upstream's limit for the phase, or ``cap_s``), measure."""
+    wait_s = min(phase.limit_s, cap_s)
     sampler = Sampler(controller.pid)
     sampler.begin()
     table = prices()
@@ -126,13 +128,13 @@ async def run_phase(
     settled = True
     if phase.kind == "scale-out":
         seconds = await monitor.sampled(
-            sampler, lambda: monitor.wait_running(kube, phase.pods, phase.limit_s * 4, started)
+            sampler, lambda: monitor.wait_running(kube, phase.pods, wait_s * 4, started)
         )
     else:
         extra = (lambda: _drift_done(kube)) if phase.kind == "drift" else None
         seconds, settled = await monitor.sampled(
             sampler,
-            lambda: monitor.wait_settled(kube, table, phase.pods, quiet_s, phase.limit_s, extra),
+            lambda: monitor.wait_settled(kube, table, phase.pods, quiet_s, wait_s, extra),
         )
     cpu_s = sampler.cpu()
     fleet = await monitor.fleet(kube, table)
@@ -155,7 +157,12 @@ async def run_phase(
 
 
 def run_scenario(
-    scenario: Scenario, kind: str, work: Path, quiet_s: float, profile: bool = False
+    scenario: Scenario,
+    kind: str,
+    work: Path,
+    quiet_s: float,
+    profile: bool = False,
+    cap_s: float = float("inf"),
 ) -> list[PhaseResult]:
     """Every phase of ``scenario`` against controller ``kind`` on a fresh cluster."""
     work.mkdir(parents=True, exist_ok=True)
@@ -163,11 +170,15 @@ def run_scenario(
         controller = Controller(kind, plane.kubeconfig, work / f"controller-{kind}.log")
         if profile:
             controller.profile = work / f"profile-{kind}.txt"
-        return anyio.run(_scenario, plane, scenario, controller, quiet_s)
+        return anyio.run(_scenario, plane, scenario, controller, quiet_s, cap_s)
 
 
 async def _scenario(
-    plane: LocalControlPlane, scenario: Scenario, controller: Controller, quiet_s: float
+    plane: LocalControlPlane,
+    scenario: Scenario,
+    controller: Controller,
+    quiet_s: float,
+    cap_s: float,
 ) -> list[PhaseResult]:
     kind = controller.kind
     async with cluster.connected(plane) as kube:
@@ -177,7 +188,7 @@ async def _scenario(
             await _pool_ready(kube)
             results = []
             for phase in scenario.phases:
-                result = await run_phase(kube, scenario.name, phase, controller, quiet_s)
+                result = await run_phase(kube, scenario.name, phase, controller, quiet_s, cap_s)
                 results.append(result)
                 if not controller.alive():
                     raise RuntimeError(f"{kind} controller died; see {controller.log}")
