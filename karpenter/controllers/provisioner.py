@@ -3,8 +3,8 @@
 Triggers come from the state mirror (a provisionable pod appeared or changed, a NodeClaim went
 away, a NodePool changed) and from a resync every 10 s while pods stay provisionable (as
 upstream's pod trigger requeues), so pods whose claim failed to launch are retried. After a
-window closes the pass waits until every NodeClaim in state has launched: solving around a
-claim whose shape is unknown risks launching twice for the same pods.
+window closes the pass waits briefly (``SYNC_WAIT_S``) for NodeClaims in flight to launch;
+one still unlaunched counts what its smallest fitting type guarantees.
 
 The pass takes the snapshot and the pending pods from the mirror in one synchronous step (no
 await between them), runs the same pure ``solve`` as ``karpenter simulate`` in a worker
@@ -45,7 +45,11 @@ from karpenter.state.cluster import ClusterState, is_provisionable
 RESYNC_S = 10.0
 HISTORY = 1000  # passes kept in ``passes``
 HISTORY_KEYS = 20_000  # claims / pods kept in ``created_at`` / ``placed_at``
-SYNC_WAIT_S = 10.0
+# How long a pass waits for in-flight launches. Short: a claim not launched yet is counted by
+# what its smallest fitting type guarantees and its pods keep their nomination, so waiting only
+# helps constraints that need the launched zone (zonal spread); under a slow apiserver a long
+# wait holds up every pending pod.
+SYNC_WAIT_S = 3.0
 FAILED_SCHEDULING_DEDUPE_S = 300.0
 _Event = tuple[Pod, str, str, str]  # pod, type, reason, message
 

@@ -292,7 +292,9 @@ class ClusterState:
         Upstream waits for in-flight launches before the next pass; a claim without a
         provider id has no known shape yet, and solving around it risks a duplicate launch.
         """
-        return all(c.provider_id or c.deleting for c in self.nodeclaims.values())
+        # unsorted on purpose: the provisioner polls this every 50 ms while launches land
+        claims = (e.value for e in self.nodeclaims.entries.values() if e.value is not None)
+        return all(c.provider_id or c.deleting for c in claims)
 
     def node_by_provider_id(self, provider_id: str) -> list[Obj]:
         """Raw Nodes with this providerID (more than one is an error upstream reports)."""
