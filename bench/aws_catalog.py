@@ -17,13 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from karpenter.core.aws import catalog
-from karpenter.core.aws.capacity import CapacityOptions
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.scheduler import solve
-from karpenter.simulate import awspreset
+from karpenter.providers.aws import preset as awspreset
+from karpenter.providers.aws.core import catalog
+from karpenter.providers.aws.core.capacity import CapacityOptions
 
 PRICES = Path("/work/shared/data/ec2-on-demand-prices.json")
 T = TypeVar("T")

@@ -23,15 +23,18 @@ from typing import Any
 import anyio
 
 from karpenter.aio.clock import RealClock
-from karpenter.cloud.simulated import SimulatedCloud
+from karpenter.cloud.plugin import Host, Plugin
+from karpenter.controllers.context import ControllerContext
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.kube import client as kc
+from karpenter.kube.events import EventRecorder
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator
+from karpenter.providers.simulated.cloud import SimulatedCloud
 from karpenter.sandbox import bootstrap
 from karpenter.sandbox.controlplane import LocalControlPlane, ensure_binaries
 from karpenter.settings import Settings
-from karpenter.state.cluster import is_provisionable
+from karpenter.state.cluster import ClusterState, is_provisionable
 
 NAMESPACE = "default"
 
@@ -66,7 +69,9 @@ async def _measure(kubeconfig: Path, pods: int, idle: str, max_: str) -> dict[st
         await bootstrap.install_crds(kube, clock)
         await bootstrap.apply_default_nodepool(kube)
         cloud = SimulatedCloud(kube, fake_instance_types(20), clock)
-        op = Operator(kube, settings, cloud, clock, Metrics(), services=[cloud.run])
+        base = Host(kube, ClusterState(), EventRecorder(kube, clock), clock, Metrics(), settings)
+        plugin = Plugin(cloud, settings.core_options(), services=(cloud.run,))
+        op = Operator(ControllerContext.of(base, plugin), services=plugin.services)
 
         def on_change(kind: str, key: str, obj: object) -> None:
             pod = op.state.pods.get(key) if kind == "Pod" else None

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates karpenter/core/aws/data/vpc_limits.json.gz from the VPC resource controller.
+"""Regenerates karpenter/providers/aws/core/data/vpc_limits.json.gz from the VPC resource controller.
 
 Upstream Karpenter compiles the VPC resource controller's static per-instance-type table
 (``pkg/aws/vpc/limits.go`` in github.com/aws/amazon-vpc-resource-controller-k8s) into
@@ -40,7 +40,7 @@ VERSION = "v1.8.2"
 H1 = "h1:S6fvZf7+Xjho4LLo2AdxT3x9yaOJ37Ly/eGQd+ASWi4="  # go.sum hash of the module zip
 SOURCE = "pkg/aws/vpc/limits.go"
 PROXY = "https://proxy.golang.org"
-OUTPUT = Path(__file__).resolve().parent.parent / "karpenter/core/aws/data/vpc_limits.json.gz"
+OUTPUT = Path(__file__).resolve().parent.parent / "karpenter/providers/aws/core/data/vpc_limits.json.gz"
 COMMAND = "python3 hack/gen-vpc-limits.py"
 
 # Go tokens of the subset limits.go uses: composite literals of strings, ints and bools.

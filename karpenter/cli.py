@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from karpenter import launch
 from karpenter import settings as settings_mod
+from karpenter.providers import registry
 from karpenter.simulate import loader, output, runner
 
 EXIT_BAD_INPUT = 2
@@ -48,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, else in-cluster")
     run.add_argument(
         "--cloud-provider",
-        choices=("simulated", "aws"),
+        choices=tuple(registry.PROVIDERS),
         default=os.environ.get("KARPENTER_CLOUD_PROVIDER", "simulated"),
         help="the cloud to launch in (default: $KARPENTER_CLOUD_PROVIDER, else simulated)",
     )

@@ -1,12 +1,14 @@
 """The operator: the composition root of ``karpenter run``, owner of the one top task group.
 
-It builds everything by constructor injection (no globals): the cluster mirror and the
-informers feeding it, the event recorder, the controllers, the metrics/health server and the
-leader elector. Informers and the HTTP server run on every replica, so a standby has a warm
-mirror and answers probes; the controllers run only while this replica holds the leader
-Lease (``LeaderElector`` cancels them when it is lost). ``run_until_signalled`` turns SIGTERM
-or SIGINT into a cancellation of that task group, so every task unwinds through its
-``finally`` blocks (the Lease is released, sockets closed) before the process exits.
+It takes one ``ControllerContext`` (built once by the composition root from the host and the
+provider's plug) and builds the rest by constructor injection (no globals): the informers
+feeding the mirror (plus the provider's own), the controllers it runs (a list, feature-gated
+ones included), the metrics/health server and the leader elector. Informers and the HTTP
+server run on every replica, so a standby has a warm mirror and answers probes; the
+controllers run only while this replica holds the leader Lease (``LeaderElector`` cancels
+them when it is lost). ``run_until_signalled`` turns SIGTERM or SIGINT into a cancellation of
+that task group, so every task unwinds through its ``finally`` blocks (the Lease is released,
+sockets closed) before the process exits.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import anyio.abc
 
 from karpenter.aio.clock import Clock
 from karpenter.api import schedulerconfig
-from karpenter.cloud.metered import MeteredCloud
-from karpenter.cloud.provider import CloudProvider
+from karpenter.cloud.plugin import Service
+from karpenter.controllers.context import ControllerContext
 from karpenter.controllers.disruption import POLL_S as DISRUPTION_POLL_S
 from karpenter.controllers.disruption import VALIDATION_S as DISRUPTION_VALIDATION_S
 from karpenter.controllers.disruption import Disruption
@@ -38,19 +40,12 @@ from karpenter.controllers.provisioner import Provisioner
 from karpenter.controllers.state_metrics import StateMetrics
 from karpenter.controllers.static_capacity import StaticCapacity
 from karpenter.controllers.termination import Termination
-from karpenter.core.model.cluster import Options
 from karpenter.kube import client as kc
-from karpenter.kube.events import EventRecorder
 from karpenter.kube.informers import Informer, Sink
 from karpenter.kube.leader import LeaderElector
 from karpenter.observability.logging import get_logger
-from karpenter.observability.metrics import Metrics
 from karpenter.observability.server import serve_http
-from karpenter.settings import Settings
 from karpenter.state.cluster import ClusterState
-
-# A background service the operator runs beside the controllers (e.g. the simulated cloud).
-Service = Callable[..., Coroutine[Any, Any, None]]
 
 
 def default_identity() -> str:
@@ -91,111 +86,95 @@ class Operator:
 
     def __init__(
         self,
-        kube: kc.KubeClient,
-        settings: Settings,
-        cloud: CloudProvider,
-        clock: Clock,
-        metrics: Metrics,
+        ctx: ControllerContext,
         *,
         services: Sequence[Service] = (),
         leader_services: Sequence[Service] = (),
         informers: Sequence[tuple[kc.Resource, Sink]] = (),
-        state: ClusterState | None = None,
         identity: str = "",
         serve: bool = True,
         disruption_timing: tuple[float, float] = (DISRUPTION_POLL_S, DISRUPTION_VALIDATION_S),
-        options: Options | None = None,
     ) -> None:
+        settings = ctx.settings
+        self.ctx = ctx
         self.settings = settings
-        self.cloud = cloud
-        self.metrics = metrics
+        self.cloud = ctx.cloud
+        self.metrics = ctx.metrics
+        self.state = ctx.state
+        self.recorder = ctx.recorder
         self.services = tuple(services)
         # Provider controllers (interruption, NodeClass status, GC): only the leader acts.
         self.leader_services = tuple(leader_services)
         self.serve = serve
-        self.state = state if state is not None else ClusterState()
-        self.recorder = EventRecorder(kube, clock)
+        gates = settings.feature_gates
         self.informers = _informers(
-            kube,
-            self.state,
-            clock,
-            informers,
-            overlays=settings.feature_gates["NodeOverlay"],
+            ctx.kube, self.state, ctx.clock, informers, overlays=gates["NodeOverlay"]
         )
         self.state.subscribe(self._observe_state)
 
-        def metered(controller: str) -> MeteredCloud:
-            return MeteredCloud(cloud, metrics, controller)
-
-        self.termination = Termination(
-            kube, self.state, metered("nodeclaim.termination"), self.recorder, clock, metrics
-        )
-        self.node_termination = NodeTermination(
-            kube, self.state, metered("node.termination"), self.recorder, clock, metrics
-        )
-        self.lifecycle = Lifecycle(
-            kube, self.state, metered("nodeclaim.lifecycle"), self.recorder, clock, metrics
-        )
-        self.nodepool_status = NodePoolStatus(kube, self.state, clock)
-        self.podevents = PodEvents(kube, self.state, clock)
-        self.drift = DriftWatch(kube, self.state, metered("nodeclaim.disruption"), clock)
-        self.disruption = Disruption(
-            kube,
-            self.state,
-            metered("disruption"),
-            self.recorder,
-            clock,
-            options or settings.core_options(),  # a provider adds its own labels
-            metrics,
-            poll_s=disruption_timing[0],
-            validation_s=disruption_timing[1],
-        )
-        # every replica exports what its mirror shows (upstream's metrics.* controllers)
-        self.state_metrics = (
-            None
-            if settings.DISABLE_CLUSTER_STATE_OBSERVABILITY
-            else StateMetrics(self.state, metrics)
-        )
-        # NodeRepair (feature gate, off by default as upstream): replace unhealthy nodes
-        self.node_health = (
-            NodeHealth(kube, self.state, metered("node.health"), self.recorder, clock, metrics)
-            if settings.feature_gates["NodeRepair"]
-            else None
-        )
-        # StaticCapacity (feature gate, off by default as upstream): NodePools with replicas
-        self.static_capacity = (
-            StaticCapacity(kube, self.state, clock, metrics)
-            if settings.feature_gates["StaticCapacity"]
-            else None
-        )
-        self.nodeclaim_gc = NodeClaimGC(
-            kube, self.state, metered("nodeclaim.garbagecollection"), clock, metrics
-        )
-        self.provisioner = Provisioner(
-            kube,
-            self.state,
-            metered("provisioner"),
-            self.recorder,
-            clock,
-            options or settings.core_options(),  # a provider adds its own labels
-            metrics,
-            batch_idle_s=settings.batch_idle_seconds,
-            batch_max_s=settings.batch_max_seconds,
-            default_spread=schedulerconfig.load(settings.SCHEDULER_CONFIG),
-        )
+        self._build_controllers(ctx, disruption_timing)
         self.identity = identity or default_identity()
         self.elector: LeaderElector | None = None
         if not settings.DISABLE_LEADER_ELECTION:
             self.elector = LeaderElector(
-                kube,
+                ctx.kube,
                 settings.leader_election_namespace,
                 settings.LEADER_ELECTION_NAME,
                 self.identity,
-                clock=clock,
+                clock=ctx.clock,
             )
         self.leading = False
         self.ports: tuple[int, int] | None = None
         self._log = get_logger("operator").bind(identity=self.identity)
+
+    def _build_controllers(self, ctx: ControllerContext, timing: tuple[float, float]) -> None:
+        """Every controller this operator runs, feature-gated ones included."""
+        # Each reacts to the mirror on its own and none calls another; built in the order
+        # they subscribe to the mirror.
+        self.termination = Termination(ctx)
+        self.node_termination = NodeTermination(ctx)
+        self.lifecycle = Lifecycle(ctx)
+        self.nodepool_status = NodePoolStatus(ctx)
+        self.podevents = PodEvents(ctx)
+        self.drift = DriftWatch(ctx)
+        self.disruption = Disruption(ctx, poll_s=timing[0], validation_s=timing[1])
+        # every replica exports what its mirror shows (upstream's metrics.* controllers)
+        self.state_metrics = (
+            None if ctx.settings.DISABLE_CLUSTER_STATE_OBSERVABILITY else StateMetrics(ctx)
+        )
+        # NodeRepair and StaticCapacity: feature gates, off by default as upstream
+        self.node_health = NodeHealth(ctx) if ctx.settings.feature_gates["NodeRepair"] else None
+        self.static_capacity = (
+            StaticCapacity(ctx) if ctx.settings.feature_gates["StaticCapacity"] else None
+        )
+        self.nodeclaim_gc = NodeClaimGC(ctx)
+        self.provisioner = Provisioner(
+            ctx,
+            batch_idle_s=ctx.settings.batch_idle_seconds,
+            batch_max_s=ctx.settings.batch_max_seconds,
+            default_spread=schedulerconfig.load(ctx.settings.SCHEDULER_CONFIG),
+        )
+        # On the leader, in this order: the queue-driven controllers (each reports started),
+        # then the polling loops.
+        self.queued: tuple[Service, ...] = (
+            self.nodepool_status.run,
+            self.termination.run,
+            self.node_termination.run,
+            self.lifecycle.run,
+            self.provisioner.run,
+            self.podevents.run,
+        )
+        self.loops: tuple[Callable[[], Coroutine[Any, Any, None]], ...] = tuple(
+            c.run
+            for c in (
+                self.nodeclaim_gc,
+                self.disruption,
+                self.drift,
+                self.node_health,
+                self.static_capacity,
+            )
+            if c is not None
+        )
 
     def _observe_state(self, kind: str, key: str, obj: object) -> None:
         if kind in ("Node", "NodeClaim"):
@@ -238,19 +217,10 @@ class Operator:
         self.leading = True
         try:
             async with anyio.create_task_group() as tg:
-                await tg.start(self.nodepool_status.run)
-                await tg.start(self.termination.run)
-                await tg.start(self.node_termination.run)
-                await tg.start(self.lifecycle.run)
-                await tg.start(self.provisioner.run)
-                await tg.start(self.podevents.run)
-                tg.start_soon(self.nodeclaim_gc.run)
-                tg.start_soon(self.disruption.run)
-                tg.start_soon(self.drift.run)
-                if self.node_health is not None:
-                    tg.start_soon(self.node_health.run)
-                if self.static_capacity is not None:
-                    tg.start_soon(self.static_capacity.run)
+                for queued in self.queued:
+                    await tg.start(queued)
+                for loop in self.loops:
+                    tg.start_soon(loop)
                 for service in self.leader_services:
                     await tg.start(service)
         finally:

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from karpenter.api import schedulerconfig
-from karpenter.settings import AWSSettings, Settings
+from karpenter.providers.aws.settings import AWSSettings
+from karpenter.settings import Settings
 from tests.support.helm import CHART, ROOT, helm_binary, render
 
 

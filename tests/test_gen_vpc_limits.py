@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from karpenter.core.aws import vpclimits
+from karpenter.providers.aws.core import vpclimits
 
 SCRIPT = Path(__file__).resolve().parents[1] / "hack" / "gen-vpc-limits.py"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from karpenter import cli
-from karpenter.launch import LaunchError, parse_catalog
+from karpenter.cloud.plugin import ProviderConfigError
+from karpenter.providers.simulated.catalog import parse_catalog
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -45,7 +46,7 @@ def test_catalog_preset_document(tmp_path: Path) -> None:
 )
 def test_bad_catalogs(spec: str, message: str) -> None:
     """Bad --catalog values name the problem."""
-    with pytest.raises(LaunchError, match=message):
+    with pytest.raises(ProviderConfigError, match=message):
         parse_catalog(spec)
 
 

@@ -27,7 +27,7 @@ from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.provisioning.scheduler import solve
 from karpenter.kube import client as kc
 from karpenter.kube import codec
-from karpenter.launch import parse_catalog
+from karpenter.providers.simulated.catalog import parse_catalog
 from karpenter.sandbox.controlplane import LocalControlPlane
 
 READY_TIMEOUT_S = 120.0

@@ -1,8 +1,8 @@
 """Whole-object decoders for the controller: apiserver JSON → core values, one error type.
 
 The same boundary decoders ``simulate`` uses (``api.kube`` for built-in kinds, the pydantic
-CRD models for NodePools, NodeClaims and EC2NodeClasses), wrapped so that every failure is a
-``CodecError`` naming the field, whichever decoder raised it.
+CRD models for NodePools and NodeClaims), wrapped so that every failure is a ``CodecError``
+naming the field, whichever decoder raised it. A provider decodes its own kinds with ``wrap``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from karpenter.api import crdfields, ec2nodeclass, kube, nodeclaim, nodeoverlay, nodepool
+from karpenter.api import crdfields, kube, nodeclaim, nodeoverlay, nodepool
 from karpenter.api import pdb as pdb_mod
 from karpenter.api.errors import DecodeError
-from karpenter.core.aws.nodeclass import EC2NodeClass
 from karpenter.core.model.cluster import DaemonSet, NodeOverlay, PodDisruptionBudget
 from karpenter.core.model.node import Node, NodeClaim
 from karpenter.core.model.nodepool import NodePool
@@ -34,7 +33,8 @@ class CodecError(ValueError):
     """An object cannot be decoded; the message names the field."""
 
 
-def _wrap(fn: Callable[[Mapping[str, Any]], T], obj: Mapping[str, Any]) -> T:
+def wrap(fn: Callable[[Mapping[str, Any]], T], obj: Mapping[str, Any]) -> T:
+    """``fn(obj)`` with every decoding failure turned into one ``CodecError`` naming the field."""
     try:
         return fn(obj)
     except DecodeError as err:
@@ -47,62 +47,57 @@ def _wrap(fn: Callable[[Mapping[str, Any]], T], obj: Mapping[str, Any]) -> T:
 
 def pod(obj: Mapping[str, Any]) -> Pod:
     """A v1 Pod."""
-    return _wrap(kube.pod, obj)
+    return wrap(kube.pod, obj)
 
 
 def node(obj: Mapping[str, Any]) -> Node:
     """A v1 Node."""
-    return _wrap(kube.node, obj)
+    return wrap(kube.node, obj)
 
 
 def daemonset(obj: Mapping[str, Any]) -> DaemonSet:
     """An apps/v1 DaemonSet."""
-    return _wrap(kube.daemonset, obj)
+    return wrap(kube.daemonset, obj)
 
 
 def node_pool(obj: Mapping[str, Any]) -> NodePool:
     """A karpenter.sh/v1 NodePool (runtime validation included)."""
-    return _wrap(lambda o: nodepool.NodePoolDoc.model_validate(o).to_core(), obj)
+    return wrap(lambda o: nodepool.NodePoolDoc.model_validate(o).to_core(), obj)
 
 
 def node_claim(obj: Mapping[str, Any]) -> NodeClaim:
     """A karpenter.sh/v1 NodeClaim."""
-    return _wrap(lambda o: nodeclaim.NodeClaimDoc.model_validate(o).to_core(), obj)
-
-
-def ec2_node_class(obj: Mapping[str, Any]) -> EC2NodeClass:
-    """A karpenter.k8s.aws/v1 EC2NodeClass, its status included."""
-    return _wrap(ec2nodeclass.from_manifest, obj)
+    return wrap(lambda o: nodeclaim.NodeClaimDoc.model_validate(o).to_core(), obj)
 
 
 def pdb(obj: Mapping[str, Any]) -> PodDisruptionBudget | pdb_mod.UnresolvedBudget:
     """A policy/v1 PodDisruptionBudget (unresolved until the disruption controller's status)."""
-    return _wrap(pdb_mod.pdb, obj)
+    return wrap(pdb_mod.pdb, obj)
 
 
 def pvc(obj: Mapping[str, Any]) -> PersistentVolumeClaim:
     """A v1 PersistentVolumeClaim."""
-    return _wrap(kube.pvc, obj)
+    return wrap(kube.pvc, obj)
 
 
 def pv(obj: Mapping[str, Any]) -> PersistentVolume:
     """A v1 PersistentVolume."""
-    return _wrap(kube.pv, obj)
+    return wrap(kube.pv, obj)
 
 
 def storage_class(obj: Mapping[str, Any]) -> StorageClass:
     """A storage.k8s.io/v1 StorageClass."""
-    return _wrap(kube.storage_class, obj)
+    return wrap(kube.storage_class, obj)
 
 
 def csinode(obj: Mapping[str, Any]) -> CSINode:
     """A storage.k8s.io/v1 CSINode."""
-    return _wrap(kube.csinode, obj)
+    return wrap(kube.csinode, obj)
 
 
 def namespace_labels(obj: Mapping[str, Any]) -> dict[str, str]:
     """A v1 Namespace's labels (what namespaceSelector terms match)."""
-    meta = _wrap(lambda o: kube.map_of(o.get("metadata"), "metadata"), obj)
+    meta = wrap(lambda o: kube.map_of(o.get("metadata"), "metadata"), obj)
     labels = meta.get("labels") or {}
     result = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
     result.setdefault("kubernetes.io/metadata.name", str(meta.get("name", "")))
@@ -111,4 +106,4 @@ def namespace_labels(obj: Mapping[str, Any]) -> dict[str, str]:
 
 def node_overlay(obj: Mapping[str, Any]) -> NodeOverlay:
     """A karpenter.sh/v1alpha1 NodeOverlay."""
-    return _wrap(lambda o: nodeoverlay.NodeOverlayDoc.model_validate(o).to_core(), obj)
+    return wrap(lambda o: nodeoverlay.NodeOverlayDoc.model_validate(o).to_core(), obj)

@@ -25,10 +25,8 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import structlog
 
-from karpenter.aio.clock import Clock
-from karpenter.cloud.provider import CloudProvider
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.provisioner import create_nodeclaim, instance_types
 from karpenter.core.disruption.candidates import Candidate, SurveyMemo
 from karpenter.core.disruption.commands import (
@@ -40,12 +38,9 @@ from karpenter.core.disruption.commands import (
 )
 from karpenter.core.disruption.planner import decide
 from karpenter.core.model import labels as lbl
-from karpenter.core.model.cluster import Options
 from karpenter.core.provisioning.build import Reuse
 from karpenter.kube import codec, errors, events
-from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Obj
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS, NODES, Obj
 
 POLL_S = 10.0
 VALIDATION_S = 15.0
@@ -60,31 +55,19 @@ def _signature(command: Command) -> tuple[str, tuple[str, ...], int]:
     return command.method, tuple(sorted(command.names)), len(command.replacements)
 
 
-class Disruption:
+class Disruption(Controller):
     """Decides with the core and orchestrates one command at a time (leader only)."""
 
     def __init__(
         self,
-        kube: KubeClient,
-        state: ClusterState,
-        cloud: CloudProvider,
-        recorder: events.EventRecorder,
-        clock: Clock,
-        options: Options,
-        metrics: Metrics,
+        ctx: ControllerContext,
         *,
         poll_s: float = POLL_S,
         validation_s: float = VALIDATION_S,
         replacement_timeout_s: float = REPLACEMENT_TIMEOUT_S,
         quiet_refresh_s: float = QUIET_REFRESH_S,
     ) -> None:
-        self.kube = kube
-        self.state = state
-        self.cloud = cloud
-        self.recorder = recorder
-        self.clock = clock
-        self.options = options
-        self.metrics = metrics
+        super().__init__(ctx, "disruption")
         self.poll_s = poll_s
         self.validation_s = validation_s
         self.replacement_timeout_s = replacement_timeout_s
@@ -93,7 +76,6 @@ class Disruption:
         self._quiet: tuple[int, float] | None = None  # (state version, when) of a quiet pass
         self._reuse = Reuse()
         self._memo = SurveyMemo()
-        self._log = structlog.get_logger().bind(controller="disruption")
 
     async def run(self) -> None:
         """Decide and act forever; a failed pass is logged and the next one starts afresh."""

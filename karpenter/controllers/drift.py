@@ -11,37 +11,22 @@ resourceVersion, so a concurrent status write is never overwritten: the next rou
 
 from __future__ import annotations
 
-import structlog
-
-from karpenter.aio.clock import Clock
-from karpenter.cloud.provider import CloudProvider, CloudProviderError
+from karpenter.cloud.provider import CloudProviderError
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.model.node import NodeClaim
 from karpenter.kube import codec, errors
-from karpenter.kube.client import NODECLAIMS, KubeClient
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS
 
 INTERVAL_S = 60.0
 CONDITION = "Drifted"
 
 
-class DriftWatch:
+class DriftWatch(Controller):
     """Keeps the ``Drifted`` condition of initialized NodeClaims in step with the provider."""
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        state: ClusterState,
-        cloud: CloudProvider,
-        clock: Clock,
-        *,
-        interval_s: float = INTERVAL_S,
-    ) -> None:
-        self.kube = kube
-        self.state = state
-        self.cloud = cloud
-        self.clock = clock
+    def __init__(self, ctx: ControllerContext, *, interval_s: float = INTERVAL_S) -> None:
+        super().__init__(ctx, "nodeclaim.disruption")
         self.interval_s = interval_s
-        self._log = structlog.get_logger().bind(controller="nodeclaim.disruption")
 
     async def run(self) -> None:
         """Check forever; every failure is per claim and retried next round."""

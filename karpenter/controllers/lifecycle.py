@@ -25,26 +25,22 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import structlog
 
-from karpenter.aio.clock import Clock
 from karpenter.aio.keyed_queue import KeyedQueue
 from karpenter.cloud.provider import (
-    CloudProvider,
     CloudProviderError,
     CreateError,
     InsufficientCapacityError,
     NodeClassNotReadyError,
 )
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.provisioning.existing import is_ephemeral
 from karpenter.core.scheduling.taints import Taint
 from karpenter.kube import codec, errors, events
-from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Obj
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS, NODES, Obj
 
 LAUNCH_TIMEOUT_S = 300.0
 REGISTRATION_TIMEOUT_S = 900.0
@@ -56,35 +52,24 @@ def _true(conds: list[Obj], kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in conds)
 
 
-class Lifecycle:
+class Lifecycle(Controller):
     """Drives every NodeClaim that is not being deleted from created to initialized."""
 
     def __init__(
         self,
-        kube: KubeClient,
-        state: ClusterState,
-        cloud: CloudProvider,
-        recorder: events.EventRecorder,
-        clock: Clock,
-        metrics: Metrics,
+        ctx: ControllerContext,
         *,
         launch_timeout_s: float = LAUNCH_TIMEOUT_S,
         registration_timeout_s: float = REGISTRATION_TIMEOUT_S,
         concurrency: int = 100,
     ) -> None:
-        self.kube = kube
-        self.state = state
-        self.cloud = cloud
-        self.recorder = recorder
-        self.clock = clock
-        self.metrics = metrics
+        super().__init__(ctx, "nodeclaim.lifecycle")
         self.launch_timeout_s = launch_timeout_s
         self.registration_timeout_s = registration_timeout_s
         self.concurrency = concurrency
-        self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodeclaim.lifecycle")
+        self.queue: KeyedQueue[str] = KeyedQueue(self.clock, "nodeclaim.lifecycle")
         self.failures: dict[str, int] = {}
-        self._log = structlog.get_logger().bind(controller="nodeclaim.lifecycle")
-        state.subscribe(self._on_change)
+        self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "NodeClaim" and obj is not None:

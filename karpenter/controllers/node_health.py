@@ -11,46 +11,26 @@ the guard holds back gets a ``NodeRepairBlocked`` event and is looked at again i
 from __future__ import annotations
 
 import anyio
-import structlog
 
-from karpenter.aio.clock import Clock
-from karpenter.cloud.provider import CloudProvider
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core import repair
 from karpenter.core.model import labels as lbl
 from karpenter.kube import codec, errors, events
-from karpenter.kube.client import NODECLAIMS, KubeClient, Obj
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS, Obj
 
 INTERVAL_S = 30.0
 BLOCKED_RETRY_S = 300.0
 
 
-class NodeHealth:
+class NodeHealth(Controller):
     """Repairs unhealthy managed nodes within the provider's policies (leader only)."""
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        state: ClusterState,
-        cloud: CloudProvider,
-        recorder: events.EventRecorder,
-        clock: Clock,
-        metrics: Metrics,
-        *,
-        interval_s: float = INTERVAL_S,
-    ) -> None:
-        self.kube = kube
-        self.state = state
-        self.cloud = cloud
-        self.recorder = recorder
-        self.clock = clock
-        self.metrics = metrics
+    def __init__(self, ctx: ControllerContext, *, interval_s: float = INTERVAL_S) -> None:
+        super().__init__(ctx, "node.health")
         self.interval_s = interval_s
         self.repaired: list[str] = []  # NodeClaims deleted for repair, newest last (bounded)
         self._blocked_at: dict[str, float] = {}  # node → when its NodeRepairBlocked was posted
         self._changed = anyio.Event()
-        self._log = structlog.get_logger().bind(controller="node.health")
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "Node":

@@ -30,19 +30,16 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import structlog
 
-from karpenter.aio.clock import Clock
 from karpenter.aio.keyed_queue import KeyedQueue
-from karpenter.cloud.provider import CloudProvider, NodeClaimNotFoundError
+from karpenter.cloud.provider import NodeClaimNotFoundError
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core import termination as term
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.model.pod import Pod
 from karpenter.kube import codec, errors, events
-from karpenter.kube.client import NODECLAIMS, NODES, PODS, PVCS, VOLUMEATTACHMENTS, KubeClient, Obj
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS, NODES, PODS, PVCS, VOLUMEATTACHMENTS, Obj
 
 DRAIN_POLL_S = 1.0
 INSTANCE_POLL_S = 1.0
@@ -59,35 +56,19 @@ def terminating(node: Mapping[str, Any]) -> bool:
     )
 
 
-class NodeTermination:
+class NodeTermination(Controller):
     """Drains and finalizes deleted Nodes."""
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        state: ClusterState,
-        cloud: CloudProvider,
-        recorder: events.EventRecorder,
-        clock: Clock,
-        metrics: Metrics,
-        *,
-        concurrency: int = 100,
-    ) -> None:
-        self.kube = kube
-        self.state = state
-        self.cloud = cloud
-        self.recorder = recorder
-        self.clock = clock
-        self.metrics = metrics
+    def __init__(self, ctx: ControllerContext, *, concurrency: int = 100) -> None:
+        super().__init__(ctx, "node.termination")
         self.concurrency = concurrency
-        self.queue: KeyedQueue[str] = KeyedQueue(clock, "node.termination")
+        self.queue: KeyedQueue[str] = KeyedQueue(self.clock, "node.termination")
         # Pods in the order they were told to leave, and finalized Nodes (tests, logs); bounded.
         self.drained_pods: deque[str] = deque(maxlen=10_000)
         self.finalized: deque[str] = deque(maxlen=10_000)
         self._refusals: dict[str, tuple[int, float]] = {}  # pod uid → (refusals, retry at)
         self._since: dict[str, float] = {}  # Node → when its drain started
-        self._log = structlog.get_logger().bind(controller="node.termination")
-        state.subscribe(self._on_change)
+        self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "Node" and obj is not None and terminating(obj):

@@ -10,38 +10,21 @@ considered: a launching claim may not be listed yet, and its own timeouts cover 
 
 from __future__ import annotations
 
-import structlog
-
-from karpenter.aio.clock import Clock
-from karpenter.cloud.provider import CloudProvider
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.node import NodeClaim
 from karpenter.kube import codec, errors
-from karpenter.kube.client import NODECLAIMS, KubeClient
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS
 
 INTERVAL_S = 120.0
 
 
-class NodeClaimGC:
+class NodeClaimGC(Controller):
     """Deletes registered NodeClaims whose instances the cloud no longer lists."""
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        state: ClusterState,
-        cloud: CloudProvider,
-        clock: Clock,
-        metrics: Metrics,
-    ) -> None:
-        self.kube = kube
-        self.state = state
-        self.cloud = cloud
-        self.clock = clock
-        self.metrics = metrics
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx, "nodeclaim.garbagecollection")
         self.collected: list[str] = []  # names deleted by the last pass (logs and tests)
-        self._log = structlog.get_logger().bind(controller="nodeclaim.garbagecollection")
 
     def _node_ready(self, claim: NodeClaim) -> bool:
         for raw in self.state.node_by_provider_id(claim.provider_id):

@@ -19,29 +19,24 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import structlog
 
-from karpenter.aio.clock import Clock
 from karpenter.aio.keyed_queue import KeyedQueue
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.kube import codec, errors
-from karpenter.kube.client import NODEPOOLS, KubeClient, Obj
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODEPOOLS, Obj
 
 COUNTED = (res.CPU, res.MEMORY, res.PODS, res.EPHEMERAL_STORAGE)
 
 
-class NodePoolStatus:
+class NodePoolStatus(Controller):
     """Keeps every NodePool's status conditions and counters current."""
 
-    def __init__(self, kube: KubeClient, state: ClusterState, clock: Clock) -> None:
-        self.kube = kube
-        self.state = state
-        self.clock = clock
-        self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodepool.status")
-        self._log = structlog.get_logger().bind(controller="nodepool.status")
-        state.subscribe(self._on_change)
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx, "nodepool.status")
+        self.queue: KeyedQueue[str] = KeyedQueue(self.clock, "nodepool.status")
+        self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "NodePool" and obj is not None:

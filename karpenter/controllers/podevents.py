@@ -14,13 +14,11 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import structlog
 
-from karpenter.aio.clock import Clock
 from karpenter.aio.keyed_queue import KeyedQueue
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.kube import codec, errors
-from karpenter.kube.client import NODECLAIMS, KubeClient, Obj
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS, Obj
 
 # (nodeName, PodScheduled=True transition time, terminal, terminating)
 Signature = tuple[str, float | None, bool, bool]
@@ -46,22 +44,17 @@ def _daemon(pod: Obj) -> bool:
     return any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners)
 
 
-class PodEvents:
+class PodEvents(Controller):
     """Keeps every managed NodeClaim's ``lastPodEventTime`` current."""
 
-    def __init__(
-        self, kube: KubeClient, state: ClusterState, clock: Clock, *, concurrency: int = 10
-    ) -> None:
-        self.kube = kube
-        self.state = state
-        self.clock = clock
+    def __init__(self, ctx: ControllerContext, *, concurrency: int = 10) -> None:
+        super().__init__(ctx, "nodeclaim.podevents")
         self.concurrency = concurrency
-        self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodeclaim.podevents")
+        self.queue: KeyedQueue[str] = KeyedQueue(self.clock, "nodeclaim.podevents")
         self.pending: dict[str, float] = {}  # NodeClaim → latest event time not yet written
         self._seen: dict[str, Signature] = {}
         self._node_of_claim: dict[str, str] = {}  # to notice a claim newly naming its Node
-        self._log = structlog.get_logger().bind(controller="nodeclaim.podevents")
-        state.subscribe(self._on_change)
+        self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "NodeClaim":

@@ -24,11 +24,10 @@ import aiohttp
 import anyio
 import anyio.abc
 import anyio.to_thread
-import structlog
 
 from karpenter.aio.batcher import Batcher
-from karpenter.aio.clock import Clock
 from karpenter.cloud.provider import CloudProvider, CloudProviderError
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.spreadselectors import SpreadSelectors
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
@@ -128,44 +127,31 @@ async def create_nodeclaim(
     return name
 
 
-class Provisioner:
+class Provisioner(Controller):
     """The provisioning loop (a singleton: runs only on the leader)."""
 
     def __init__(
         self,
-        kube: KubeClient,
-        state: ClusterState,
-        cloud: CloudProvider,
-        recorder: events.EventRecorder,
-        clock: Clock,
-        options: Options,
-        metrics: Metrics,
+        ctx: ControllerContext,
         *,
         batch_idle_s: float,
         batch_max_s: float,
         default_spread: Sequence[TopologySpread] = (),
     ) -> None:
-        self.kube = kube
-        self.state = state
-        self.cloud = cloud
-        self.recorder = recorder
-        self.clock = clock
-        self.options = options
-        self.metrics = metrics
+        super().__init__(ctx, "provisioner")
         # SCHEDULER_CONFIG's default constraints, added to pods that declare none
         self.default_spread = tuple(default_spread)
         # How long a placement keeps its node from being disrupted (upstream: the longer of
         # twice the batch window and 10 s); every pass that places the pod again renews it.
         self.nomination_s = max(2 * batch_max_s, 10.0)
-        self.batcher: Batcher[str] = Batcher(clock, batch_idle_s, batch_max_s)
+        self.batcher: Batcher[str] = Batcher(self.clock, batch_idle_s, batch_max_s)
         # Recent history for logs, tests and the latency benchmark, bounded: the controller
         # runs for months and must not grow with every pass, claim and pod it ever saw.
         self.passes: deque[PassReport] = deque(maxlen=HISTORY)
         self.created_at: dict[str, float] = {}
         # pod key → when the NodeClaim meant for it was created (latency measurements)
         self.placed_at: dict[str, float] = {}
-        self._log = structlog.get_logger().bind(controller="provisioner")
-        state.subscribe(self._on_change)
+        self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "Pod":

@@ -17,11 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.kube import codec
 from karpenter.kube.client import Obj
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
 
 ARCH = "kubernetes.io/arch"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
@@ -37,19 +36,18 @@ def _owner_link(meta: Mapping[str, Any]) -> str:
     return f"/apis/{o.get('apiVersion', '')}/namespaces/{namespace}/{kind}s/{o.get('name', '')}"
 
 
-class StateMetrics:
+class StateMetrics(Controller):
     """Keeps the pod and NodePool gauges in step with the mirror."""
 
-    def __init__(self, state: ClusterState, metrics: Metrics) -> None:
-        self.state = state
-        self.metrics = metrics
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx, "metrics.state")
         self._series: dict[str, tuple[str, ...]] = {}  # pod → its current label values
         self._pending: set[str] = set()  # pods seen Pending (startup duration candidates)
         self._pool_series: dict[str, set[tuple[str, str]]] = {}  # pool → (gauge, resource)
         # running usage sums, so a NodeClaim event costs its own size, not the cluster's
         self._claim_usage: dict[str, tuple[str, dict[str, int]]] = {}
         self._usage: dict[str, dict[str, int]] = {}
-        state.subscribe(self._on_change)
+        self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "Pod":

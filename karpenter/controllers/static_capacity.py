@@ -16,39 +16,24 @@ here. The pass runs on NodePool and NodeClaim changes and every minute.
 from __future__ import annotations
 
 import anyio
-import structlog
 
-from karpenter.aio.clock import Clock
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.scheduling.requirements import RequirementError, from_selector_terms
 from karpenter.kube import codec, errors
-from karpenter.kube.client import NODECLAIMS, KubeClient, Obj
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS, Obj
 
 INTERVAL_S = 60.0
 
 
-class StaticCapacity:
+class StaticCapacity(Controller):
     """Holds every static NodePool at its replica count (leader only)."""
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        state: ClusterState,
-        clock: Clock,
-        metrics: Metrics,
-        *,
-        interval_s: float = INTERVAL_S,
-    ) -> None:
-        self.kube = kube
-        self.state = state
-        self.clock = clock
-        self.metrics = metrics
+    def __init__(self, ctx: ControllerContext, *, interval_s: float = INTERVAL_S) -> None:
+        super().__init__(ctx, "static.provisioning")
         self.interval_s = interval_s
         self._changed = anyio.Event()
-        self._log = structlog.get_logger().bind(controller="static.provisioning")
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind in ("NodePool", "NodeClaim"):

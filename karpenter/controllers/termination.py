@@ -16,48 +16,29 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import structlog
 
-from karpenter.aio.clock import Clock
 from karpenter.aio.keyed_queue import KeyedQueue
-from karpenter.cloud.provider import CloudProvider, NodeClaimNotFoundError
+from karpenter.cloud.provider import NodeClaimNotFoundError
+from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core import termination as term
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.node import NodeClaim
 from karpenter.kube import codec, errors, events
-from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Obj
-from karpenter.observability.metrics import Metrics
-from karpenter.state.cluster import ClusterState
+from karpenter.kube.client import NODECLAIMS, NODES, Obj
 
 INSTANCE_POLL_S = 1.0
 
 
-class Termination:
+class Termination(Controller):
     """Finalizes deleted NodeClaims."""
 
-    def __init__(
-        self,
-        kube: KubeClient,
-        state: ClusterState,
-        cloud: CloudProvider,
-        recorder: events.EventRecorder,
-        clock: Clock,
-        metrics: Metrics,
-        *,
-        concurrency: int = 100,
-    ) -> None:
-        self.kube = kube
-        self.state = state
-        self.cloud = cloud
-        self.recorder = recorder
-        self.clock = clock
-        self.metrics = metrics
+    def __init__(self, ctx: ControllerContext, *, concurrency: int = 100) -> None:
+        super().__init__(ctx, "nodeclaim.termination")
         self.concurrency = concurrency
-        self.queue: KeyedQueue[str] = KeyedQueue(clock, "nodeclaim.termination")
+        self.queue: KeyedQueue[str] = KeyedQueue(self.clock, "nodeclaim.termination")
         # The most recent finalized claims (tests, logs); bounded for a long-running process.
         self.terminated: deque[str] = deque(maxlen=10_000)
-        self._log = structlog.get_logger().bind(controller="nodeclaim.termination")
-        state.subscribe(self._on_change)
+        self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "NodeClaim" and obj is not None and codec.meta(obj).get("deletionTimestamp"):

@@ -81,7 +81,6 @@ VOLUMEATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments", "Volum
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool")
 NODECLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim")
-EC2NODECLASSES = Resource("karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass")
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition"
 )

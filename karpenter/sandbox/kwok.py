@@ -28,17 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from karpenter.cloud import simulated
+from karpenter.core.model import labels as lbl
 
 __all__ = ["KwokError", "KwokOptions", "ensure_kwok", "stages"]
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = _REPO_ROOT / "hack" / "build-kwok.sh"
-NODE_ANNOTATION = simulated.KWOK_ANNOTATION
+NODE_ANNOTATION = lbl.KWOK_NODE
 # Startup taints an agent on the Node removes (comma-separated keys), and after how long
 # (a Go duration such as "2s"); the first annotation goes away with the taints.
-AGENT_TAINTS = simulated.AGENT_TAINTS
-AGENT_DELAY = simulated.AGENT_DELAY
+AGENT_TAINTS = lbl.AGENT_TAINTS
+AGENT_DELAY = lbl.AGENT_DELAY
 # Pod IPs come from here; kwok's default /24 runs out after 254 pods.
 POD_CIDR = "10.128.0.0/9"
 

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from karpenter.api import crdfields, kube, nodeclaim, nodeoverlay, nodepool, pdb, simulation
 from karpenter.api.errors import DecodeError
-from karpenter.core.catalogs.fake import fake_instance_types
+from karpenter.core.catalogs.preset import CatalogError
 from karpenter.core.model.cluster import Cluster, DaemonSet, NodeOverlay, PodDisruptionBudget
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import Node, NodeClaim
@@ -32,8 +32,8 @@ from karpenter.core.model.storage import (
     StorageClass,
 )
 from karpenter.core.provisioning import overlays
-from karpenter.settings import AWSSettings, Settings, describe_error
-from karpenter.simulate import awspreset
+from karpenter.providers import registry
+from karpenter.settings import Settings
 
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -199,22 +199,6 @@ def load(
     return _scenario(objects, overlay_gate)
 
 
-def _aws_settings() -> AWSSettings:
-    try:
-        return AWSSettings()
-    except (ValidationError, ValueError) as err:
-        raise ScenarioError(f"invalid settings: {describe_error(err)}") from None
-
-
-def _aws(preset: simulation.CatalogSpec, aws: AWSSettings) -> awspreset.Preset:
-    # the simulator never asks IMDS: the contract's default region is us-west-2
-    region = preset.region or aws.AWS_REGION or "us-west-2"
-    try:
-        return awspreset.build(region, preset.price_file, aws)
-    except awspreset.PresetError as err:
-        raise ScenarioError(f"InstanceTypeCatalog (aws, {region}): {err}") from None
-
-
 def _catalog(objects: Mapping[str, list[object]]) -> tuple[tuple[InstanceType, ...], list[str]]:
     explicit = [t for t in objects["InstanceType"] if isinstance(t, InstanceType)]
     presets = [c for c in objects["InstanceTypeCatalog"] if isinstance(c, simulation.CatalogSpec)]
@@ -224,13 +208,13 @@ def _catalog(objects: Mapping[str, list[object]]) -> tuple[tuple[InstanceType, .
     types: list[InstanceType] = list(explicit)
     notes: list[str] = []
     for preset in presets:
-        if preset.preset == "aws":
-            built = _aws(preset, _aws_settings())
-            types.extend(built.types)
-            if built.note():
-                notes.append(built.note())
-        else:
-            types.extend(fake_instance_types(preset.count))
+        try:
+            built = registry.catalog_preset(preset)
+        except CatalogError as err:
+            raise ScenarioError(str(err)) from None
+        types.extend(built.types)
+        if built.note:
+            notes.append(built.note)
     names = [t.name for t in types]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

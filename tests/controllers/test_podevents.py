@@ -8,6 +8,7 @@ from karpenter.aio.clock import FakeClock
 from karpenter.controllers.podevents import PodEvents
 from karpenter.kube.client import KubeClient
 from karpenter.state.cluster import ClusterState
+from tests.support.context import controller_context
 
 BOUND_AT = "2026-01-01T00:00:10Z"
 T_BOUND = 1767225610.0
@@ -43,7 +44,8 @@ def _events() -> tuple[ClusterState, PodEvents, FakeClock]:
     state = ClusterState()
     clock = FakeClock(1767225700.0)
     # reconcile (the only user of the client) is exercised on the real apiserver in e2e
-    return state, PodEvents(cast("KubeClient", None), state, clock), clock
+    ctx = controller_context(cast("KubeClient", None), clock, state=state)
+    return state, PodEvents(ctx), clock
 
 
 def test_bind_uses_the_scheduled_transition_time() -> None:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from karpenter.aio.clock import FakeClock
 from karpenter.controllers.state_metrics import StateMetrics
 from karpenter.observability.metrics import Metrics
 from karpenter.state.cluster import ClusterState
+from tests.support.context import controller_context
+
+if TYPE_CHECKING:
+    from karpenter.controllers.context import ControllerContext
+    from karpenter.kube.client import KubeClient
 
 
 def _series(metrics: Metrics, name: str) -> list[tuple[dict[str, str], float]]:
@@ -53,10 +59,17 @@ def _node(rv: int, zone: str) -> dict[str, Any]:
     }
 
 
+def _context(state: ClusterState, metrics: Metrics) -> ControllerContext:
+    # the mirror observer reads only the mirror and writes only metrics: no client is needed
+    return controller_context(
+        cast("KubeClient", None), FakeClock(0.0), state=state, metrics=metrics
+    )
+
+
 def test_pod_series_tracks_phase_node_labels_and_deletion() -> None:
     """One series per pod; it is replaced when the pod or its node changes, removed on delete."""
     state, metrics = ClusterState(), Metrics()
-    StateMetrics(state, metrics)
+    StateMetrics(_context(state, metrics))
     state.pods.upsert(_pod(1))
     [(labels, value)] = _series(metrics, "karpenter_pods_state")
     assert value == 1.0
@@ -122,7 +135,7 @@ def _claim(name: str, rv: int, cpu: str, deleting: bool = False) -> dict[str, An
 def test_nodepool_limit_and_usage() -> None:
     """Usage sums the capacity of claims not being deleted; limits follow the spec."""
     state, metrics = ClusterState(), Metrics()
-    StateMetrics(state, metrics)
+    StateMetrics(_context(state, metrics))
     state.nodeclaims.upsert(_claim("a", 1, "2"))  # before its pool is known
     state.nodepools.upsert(_nodepool(1, "100"))
     state.nodeclaims.upsert(_claim("b", 1, "500m"))

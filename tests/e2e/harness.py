@@ -17,14 +17,15 @@ from typing import Any
 import anyio
 
 from karpenter.aio.clock import RealClock
-from karpenter.cloud.simulated import SimulatedCloud
+from karpenter.controllers.context import ControllerContext
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
-from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator
+from karpenter.providers.simulated.plugin import SimulatedProvider
 from karpenter.settings import Settings
+from tests.support import context
 
 WAIT_S = 60.0
 POOL_KEY = "e2e.karpenter.test/pool"
@@ -70,25 +71,24 @@ async def running(
     **overrides: Any,
 ) -> AsyncIterator[Operator]:
     """An Operator with a simulated cloud (``catalog``, else the fake catalog of
-    ``catalog_size`` types), running until the block exits."""
+    ``catalog_size`` types), running until the block exits (built as ``karpenter run`` builds
+    it: a host, the provider opened on it, one controller context)."""
     clock = RealClock()
     async with kc.connect(kubeconfig) as kube:
+        base = context.host(kube, clock, settings=settings(**overrides))
         types = tuple(catalog) or fake_instance_types(catalog_size)
-        cloud = SimulatedCloud(kube, types, clock, boot_delay_s=boot_delay_s)
-        op = Operator(
-            kube,
-            settings(**overrides),
-            cloud,
-            clock,
-            Metrics(),
-            services=[cloud.run],
-            identity=identity,
-            disruption_timing=disruption_timing,
-        )
-        async with anyio.create_task_group() as tg:
-            await tg.start(op.run)
-            yield op
-            tg.cancel_scope.cancel()
+        provider = SimulatedProvider(types, boot_delay_s)
+        async with provider.open(base) as plugin:
+            op = Operator(
+                ControllerContext.of(base, plugin),
+                services=plugin.services,
+                identity=identity,
+                disruption_timing=disruption_timing,
+            )
+            async with anyio.create_task_group() as tg:
+                await tg.start(op.run)
+                yield op
+                tg.cancel_scope.cancel()
 
 
 def unique(prefix: str) -> str:

@@ -26,17 +26,18 @@ import pytest_asyncio
 from moto.server import ThreadedMotoServer
 
 from karpenter.aio.clock import RealClock
-from karpenter.aws_runtime import NODECLASS_FINALIZER, open_aws
+from karpenter.controllers.context import ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.kube import client as kc
 from karpenter.kube import errors
-from karpenter.kube.events import EventRecorder
-from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator
-from karpenter.settings import AWSSettings
-from karpenter.state.cluster import ClusterState
+from karpenter.providers.aws.runtime import nodeclasses
+from karpenter.providers.aws.runtime.compose import open_aws
+from karpenter.providers.aws.runtime.nodeclasses import NODECLASS_FINALIZER
+from karpenter.providers.aws.settings import AWSSettings
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
+from tests.support import context
 
 pytestmark = pytest.mark.e2e
 
@@ -121,27 +122,14 @@ async def aws_operator(control_plane: ControlPlane, cloud: Cloud) -> AsyncIterat
         INTERRUPTION_QUEUE=QUEUE,
     )
     async with kc.connect(control_plane.kubeconfig) as kube:
-        state = ClusterState()
-        metrics = Metrics()
+        base = context.host(kube, clock, settings=harness.settings())
         async with open_aws(
-            kube,
-            state,
-            EventRecorder(kube, clock),
-            settings,
-            clock,
-            endpoint_url=cloud.url,
-            session=cloud.session,
-            metrics=metrics,
-        ) as runtime:
+            base, settings, endpoint_url=cloud.url, session=cloud.session
+        ) as plugin:
             op = Operator(
-                kube,
-                harness.settings(),
-                runtime.cloud,
-                clock,
-                metrics,
-                leader_services=runtime.leader_services,
-                informers=runtime.informers,
-                state=state,
+                ControllerContext.of(base, plugin),
+                leader_services=plugin.leader_services,
+                informers=plugin.informers,
             )
             async with anyio.create_task_group() as tg:
                 await tg.start(op.run)
@@ -206,13 +194,16 @@ async def test_nodeclass_launch_and_spot_interruption(
     ):
         nodeclass = harness.unique("ec2")
         pool = harness.unique("aws")
-        await kube.create(kc.EC2NODECLASSES, _nodeclass(nodeclass, cloud.ami))
+        await kube.create(nodeclasses.EC2NODECLASSES, _nodeclass(nodeclass, cloud.ami))
 
         async def nodeclass_ready() -> dict[str, Any] | None:
-            obj = await kube.get(kc.EC2NODECLASSES, nodeclass)
+            obj = await kube.get(nodeclasses.EC2NODECLASSES, nodeclass)
             conditions = {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}
             ready = conditions.get("Ready", {}).get("status") == "True"
-            return obj if ready else None
+            # status and finalizer are two writes (status subresource, then metadata): a read
+            # can fall between them, so wait for both
+            held = NODECLASS_FINALIZER in (obj["metadata"].get("finalizers") or [])
+            return obj if ready and held else None
 
         resolved = await harness.eventually(nodeclass_ready, "the EC2NodeClass to become Ready")
         status = resolved["status"]
@@ -267,11 +258,11 @@ async def test_nodeclass_launch_and_spot_interruption(
         assert "karpenter_interruption_message_queue_duration_seconds_count 1.0" in text
 
         await harness.cleanup(kube, pool, ns)
-        await kube.delete(kc.EC2NODECLASSES, nodeclass)
+        await kube.delete(nodeclasses.EC2NODECLASSES, nodeclass)
 
         async def nodeclass_gone() -> bool:
             try:
-                await kube.get(kc.EC2NODECLASSES, nodeclass)
+                await kube.get(nodeclasses.EC2NODECLASSES, nodeclass)
             except errors.NotFound:
                 return True
             return False

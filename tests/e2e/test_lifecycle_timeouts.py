@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from karpenter.cloud.provider import CreateError
-from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.kube import client as kc
 from karpenter.kube import codec
 from karpenter.operator import Operator
+from karpenter.providers.simulated.cloud import SimulatedCloud
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 

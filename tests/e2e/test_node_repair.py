@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.repair import RepairPolicy
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
+from karpenter.providers.simulated.cloud import SimulatedCloud
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 

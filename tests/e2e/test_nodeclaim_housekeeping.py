@@ -8,9 +8,9 @@ import anyio
 import pytest
 
 from karpenter.aio.clock import RealClock
-from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
+from karpenter.providers.simulated.cloud import SimulatedCloud
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 

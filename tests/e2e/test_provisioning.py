@@ -9,11 +9,11 @@ import pytest
 
 from karpenter.aio.clock import RealClock
 from karpenter.cloud.provider import OfferingRef
-from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.core.model import labels as lbl
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
 from karpenter.operator import Operator
+from karpenter.providers.simulated.cloud import SimulatedCloud
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 

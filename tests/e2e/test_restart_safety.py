@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 
 from karpenter.aio.clock import FakeClock
-from karpenter.cloud import simulated
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.model import labels as lbl
 from karpenter.kube import client as kc
 from karpenter.kube import codec
+from karpenter.providers.simulated import cloud as simulated
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from karpenter.cloud.simulated import SimulatedCloud
 from karpenter.kube import client as kc
 from karpenter.kube import codec
+from karpenter.providers.simulated.cloud import SimulatedCloud
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 

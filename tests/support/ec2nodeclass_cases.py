@@ -193,7 +193,7 @@ CASES = [
     ),
     # spec.kubelet is an open map (upstream HEAD): the apiserver keeps whatever is written,
     # including what the controller later refuses on ValidationSucceeded
-    # (tests/core/aws/test_kubeletconfig.py holds those verdicts).
+    # (tests/providers/aws/core/test_kubeletconfig.py holds those verdicts).
     Case(
         "kubelet-bad-reserved-key-kept",
         {"kubelet": {"kubeReserved": {"gpu": "1"}}},

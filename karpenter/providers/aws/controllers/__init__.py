@@ -1,0 +1,1 @@
+"""The AWS-only controllers, each written against the small Protocols it needs."""
