@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,14 +101,17 @@ async def _act(kube: kc.KubeClient, phase: Phase) -> None:
         await kube.merge_patch(kc.NODEPOOLS, cluster.POOL, template)
 
 
-async def _drift_done(kube: kc.KubeClient) -> bool:
-    pool = await kube.get(kc.NODEPOOLS, cluster.POOL)
-    want = (codec.meta(pool).get("annotations") or {}).get("karpenter.sh/nodepool-hash")
-    claims, _ = await kube.list(kc.NODECLAIMS)
-    return bool(claims) and all(
-        (codec.meta(c).get("annotations") or {}).get("karpenter.sh/nodepool-hash") == want
-        for c in claims
-    )
+def _drift_done(kube: kc.KubeClient, since: float) -> Callable[[], Awaitable[bool]]:
+    """Every NodeClaim was created after the template changed: each drifted node is replaced
+    (judged from the objects, not from either controller's own hash annotations)."""
+
+    async def done() -> bool:
+        claims, _ = await kube.list(kc.NODECLAIMS)
+        created = [codec.parse_time(codec.meta(c).get("creationTimestamp")) for c in claims]
+        # creation timestamps have whole seconds
+        return bool(claims) and all(t is not None and t >= int(since) for t in created)
+
+    return done
 
 
 async def run_phase(
@@ -131,7 +135,7 @@ async def run_phase(
             sampler, lambda: monitor.wait_running(kube, phase.pods, wait_s * 4, started)
         )
     else:
-        extra = (lambda: _drift_done(kube)) if phase.kind == "drift" else None
+        extra = _drift_done(kube, started) if phase.kind == "drift" else None
         seconds, settled = await monitor.sampled(
             sampler,
             lambda: monitor.wait_settled(kube, table, phase.pods, quiet_s, wait_s, extra),
