@@ -262,6 +262,23 @@ class LocalControlPlane:
         proc.start()
         self._wait_apiserver_ready(proc)
 
+    def stop_kwok(self) -> None:
+        """Stop kwok (no kubelet answers any more: pods stay as they are, deletions hang)."""
+        proc = self._processes.get("kwok")
+        if proc is not None:
+            proc.stop()
+
+    def start_kwok(self) -> None:
+        """Start kwok again after ``stop_kwok`` (it resumes every adopted Node and pod)."""
+        if self.kwok is None:
+            raise ControlPlaneError("kwok: this control plane was started without kwok")
+        self._start_kwok(self.kwok)
+
+    def pid(self, component: str) -> int | None:
+        """The PID of a running component (``etcd``, ``kube-apiserver``, ..., ``kwok``)."""
+        proc = self._processes.get(component)
+        return proc.popen.pid if proc is not None and proc.popen is not None else None
+
     def log_path(self, component: str) -> Path:
         return self.work_dir / "logs" / f"{component}.log"
 
