@@ -92,6 +92,13 @@ def _cloud_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--boot-delay", type=float, default=1.0, help="seconds from launch until the Node appears"
     )
+    parser.add_argument(
+        "--startup-taint-delay",
+        type=float,
+        default=1.0,
+        help="seconds from a Node turning Ready until its node agent removes the NodePool's "
+        "startupTaints (negative: never; a real agent DaemonSet removes them)",
+    )
 
 
 def _fail(message: str) -> int:

@@ -4,9 +4,10 @@ Both build the same things: settings from the environment, logging, a kube clien
 operator's host (mirror, event recorder, clock, metrics), the cloud provider chosen by name
 through ``providers.registry`` (``simulated`` with its catalog, or ``aws`` with its
 controllers), one ``ControllerContext`` and an ``operator.Operator``, then run them under one
-task group until SIGTERM/SIGINT. ``sandbox`` first starts a local control plane (the
-same one the e2e tests use), writes its kubeconfig, installs the CRDs and an example NodePool,
-and tears the control plane down on the way out.
+task group until SIGTERM/SIGINT. ``sandbox`` starts a local control plane with kwok (the same
+ones the e2e tests use), writes its kubeconfig, installs the CRDs and an example NodePool, runs
+``karpenter run`` as its own child process under ``sandbox.supervisor`` (restarted when it
+dies, PID in ``<kubeconfig>.controller.pid``), and tears everything down on the way out.
 """
 
 from __future__ import annotations
@@ -36,8 +37,13 @@ from karpenter.observability.logging import configure_logging, get_logger, sinks
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator, run_until_signalled
 from karpenter.providers import registry
-from karpenter.sandbox import bootstrap
-from karpenter.sandbox.controlplane import ControlPlaneError, LocalControlPlane, ensure_binaries
+from karpenter.sandbox import bootstrap, kwok, supervisor
+from karpenter.sandbox.controlplane import (
+    PRODUCTION_CLIENT_RATE,
+    ControlPlaneError,
+    LocalControlPlane,
+    ensure_binaries,
+)
 from karpenter.state.cluster import ClusterState
 
 EXIT_BAD_INPUT = 2
@@ -112,9 +118,10 @@ def _env_kubeconfig() -> Path | None:
 
 
 def sandbox(args: argparse.Namespace) -> int:
-    """``karpenter sandbox``: control plane + CRDs + NodePool + controller, until Ctrl-C."""
+    """``karpenter sandbox``: control plane + kwok + CRDs + NodePool, and the controller as its
+    own child process (restarted when it dies), until Ctrl-C."""
     settings = _settings()
-    provider = registry.provider("simulated", args)  # bad flags fail before anything is configured
+    registry.provider("simulated", args)  # bad flags fail before anything is configured
     _configure_logging(settings)
     target = Path(args.kubeconfig).resolve()
     log = get_logger("sandbox")
@@ -123,16 +130,19 @@ def sandbox(args: argparse.Namespace) -> int:
     try:
         bin_dir = ensure_binaries(progress=_say)
         _say(f"control plane binaries: {bin_dir}")
-        log.info("starting control plane", work_dir=str(work_dir))
-        with LocalControlPlane(bin_dir, work_dir / "controlplane") as plane:
+        kwok_options = kwok.KwokOptions(kwok.ensure_kwok())
+        log.info("starting control plane and kwok", work_dir=str(work_dir))
+        with LocalControlPlane(
+            bin_dir,
+            work_dir / "controlplane",
+            kwok=kwok_options,
+            client_rate=PRODUCTION_CLIENT_RATE,
+        ) as plane:
             target.parent.mkdir(parents=True, exist_ok=True)
             written = plane.kubeconfig.read_bytes()
             target.write_bytes(written)
-            anyio.run(
-                run_until_signalled,
-                lambda: _sandbox_main(target, settings, provider, args, RealClock()),
-            )
-    except ControlPlaneError as err:
+            anyio.run(run_until_signalled, lambda: _sandbox_main(target, args, RealClock()))
+    except (ControlPlaneError, kwok.KwokError) as err:
         print(f"karpenter: sandbox: {err}", file=sys.stderr)
         return EXIT_FAILED
     finally:
@@ -156,26 +166,42 @@ def _remove_kubeconfig(target: Path, written: bytes) -> None:
         pass
 
 
-async def _sandbox_main(
-    kubeconfig: Path,
-    settings: settings_mod.Settings,
-    provider: registry.Provider,
-    args: argparse.Namespace,
-    clock: Clock,
-) -> None:
+def _controller_command(kubeconfig: Path, args: argparse.Namespace) -> list[str]:
+    """``karpenter run`` against the sandbox, with the sandbox's cloud flags."""
+    return [
+        sys.executable, "-m", "karpenter", "run", "--cloud-provider", "simulated",
+        "--kubeconfig", str(kubeconfig), "--catalog", args.catalog,
+        "--boot-delay", str(args.boot_delay),
+        "--startup-taint-delay", str(args.startup_taint_delay),
+    ]  # fmt: skip
+
+
+async def _sandbox_main(kubeconfig: Path, args: argparse.Namespace, clock: Clock) -> None:
     async with kc.connect(kubeconfig) as kube:
         await bootstrap.install_crds(kube, clock)
         if not args.no_nodepool:
             await bootstrap.apply_default_nodepool(kube)
+    pids = supervisor.pid_file(kubeconfig)
     ready = (
         f"sandbox ready: kubeconfig written to {kubeconfig}\n"
+        f"the controller runs as its own process; its PID is in {pids} "
+        "(kill it: the sandbox starts it again)\n"
         f"try: kubectl --kubeconfig {kubeconfig} create deployment web --image=pause "
         "--replicas=3 && kubectl --kubeconfig "
-        f"{kubeconfig} get nodeclaims,nodes -w\n"
+        f"{kubeconfig} get nodeclaims,nodes,pods -w\n"
         f"watch it: karpenter viewer --kubeconfig {kubeconfig}\n"
         "Ctrl-C stops the controller and tears the control plane down."
     )
-    await serve(kubeconfig, settings, provider, clock, on_ready=ready)
+    announced: list[int] = []
+
+    def on_start(pid: int) -> None:
+        if not announced:
+            print(ready, flush=True)
+        announced.append(pid)
+
+    await supervisor.Supervisor(
+        _controller_command(kubeconfig, args), pids, clock, on_start=on_start
+    ).run()
 
 
 def main(args: argparse.Namespace) -> int:

@@ -131,7 +131,7 @@ class Operator:
         self.elector: LeaderElector | None = None
         if not settings.DISABLE_LEADER_ELECTION:
             self.elector = LeaderElector(
-                ctx.kube.api,
+                ctx.kube,
                 settings.leader_election_namespace,
                 settings.LEADER_ELECTION_NAME,
                 self.identity,
@@ -233,6 +233,7 @@ class Operator:
                     s.HEALTH_PROBE_PORT,
                     self.ready,
                 )
+            await tg.start(self.recorder.run)
             for service in self.services:
                 await tg.start(service)
             for informer in self.informers:

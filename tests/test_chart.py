@@ -249,3 +249,28 @@ def test_dockerfile_runs_the_console_script_as_non_root() -> None:
     [user] = [line for line in lines if line.startswith("USER ")]
     assert not user.split()[1].startswith(("0", "root"))
     assert any("LOG_ENCODING=json" in line for line in lines)
+
+
+def _cluster_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    [role] = [d for d in docs if d.get("kind") == "ClusterRole"]
+    rules: list[dict[str, Any]] = role["rules"]
+    return rules
+
+
+def test_simulated_cloud_gets_its_instance_records(helm: str) -> None:
+    """With cloudProvider=simulated the ClusterRole lets the controller keep its instance
+    records (ConfigMaps, and the namespace they live in); the AWS default does not grant it."""
+
+    def grants(docs: list[dict[str, Any]], resource: str, verb: str) -> bool:
+        return any(
+            resource in r["resources"] and verb in r["verbs"] and r["apiGroups"] == [""]
+            for r in _cluster_rules(docs)
+        )
+
+    simulated = render(helm, "cloudProvider=simulated")
+    assert grants(simulated, "configmaps", "create")
+    assert grants(simulated, "configmaps", "delete")
+    assert grants(simulated, "namespaces", "create")
+    default = render(helm)
+    assert not grants(default, "configmaps", "create")
+    assert not grants(default, "namespaces", "create")

@@ -3,8 +3,8 @@
 Triggers come from the state mirror (a provisionable pod appeared or changed, a NodeClaim went
 away, a NodePool changed) and from a resync every 10 s while pods stay provisionable (as
 upstream's pod trigger requeues), so pods whose claim failed to launch are retried. After a
-window closes the pass waits until every NodeClaim in state has launched: solving around a
-claim whose shape is unknown risks launching twice for the same pods.
+window closes the pass waits briefly (``SYNC_WAIT_S``) for NodeClaims in flight to launch;
+one still unlaunched counts what its smallest fitting type guarantees.
 
 The pass takes the snapshot and the pending pods from the mirror in one synchronous step (no
 await between them), runs the same pure ``solve`` as ``karpenter simulate`` in a worker
@@ -47,8 +47,13 @@ from karpenter.state.cluster import ClusterState, is_provisionable
 RESYNC_S = 10.0
 HISTORY = 1000  # passes kept in ``passes``
 HISTORY_KEYS = 20_000  # claims / pods kept in ``created_at`` / ``placed_at``
-SYNC_WAIT_S = 10.0
+# How long a pass waits for in-flight launches. Short: a claim not launched yet is counted by
+# what its smallest fitting type guarantees and its pods keep their nomination, so waiting only
+# helps constraints that need the launched zone (zonal spread); under a slow apiserver a long
+# wait holds up every pending pod.
+SYNC_WAIT_S = 3.0
 FAILED_SCHEDULING_DEDUPE_S = 300.0
+_Event = tuple[Pod, str, str, str]  # pod, type, reason, message
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,14 +206,17 @@ class Provisioner(Controller):
 
     async def provision(self) -> PassReport:
         """One pass over every provisionable pod."""
+        began = self.clock.now()
         await self._await_synced()
         pools = self.state.active_nodepools()
-        types = await instance_types(
-            self.cloud, self.state, pools, self.clock.now(), self.options, self._log
-        )
+        now = self.clock.now()
+        types = await instance_types(self.cloud, self.state, pools, now, self.options, self._log)
         # Snapshot and pending pods in one synchronous step: no event can slip in between.
+        # Pods placed by an earlier pass carry that placement (their nomination), so they go
+        # back to the in-flight capacity meant for them before any other pod is placed.
         cluster = self.state.snapshot(types)
-        pending = self.state.provisionable_pods()
+        provisionable = self.state.provisionable_pods()
+        pending = list(self.state.with_nominations(provisionable, self.clock.now()))
         virtual = list(self.extra_pods()) if self.extra_pods is not None else []
         if not pending and not virtual:
             self.unschedulable = {}
@@ -229,12 +237,14 @@ class Provisioner(Controller):
         )
         cost = lowerbound.cost(results.price, results.lower_bound)
         self._record_cost(cost)
+        solved = self.clock.now()
         created = await self._create_all(results, {p.name: p for p in pools})
         await self._report_nominations(results)
         await self._report_unschedulable(results)
         self._log_unschedulable(results)
         report = PassReport(len(pending), tuple(created), dict(results.unschedulable))
         self.passes.append(report)
+        # Where a pass spends its time: waiting for launches, solving, writing (claims, events).
         self._log.info(
             "provisioning pass",
             pods=len(pending),
@@ -243,6 +253,9 @@ class Provisioner(Controller):
             cost_per_hour=cost.per_hour,
             cost_lower_bound_per_hour=cost.lower_bound_per_hour,
             cost_ratio=cost.ratio,
+            wait_s=round(now - began, 3),
+            solve_s=round(solved - started, 3),
+            write_s=round(self.clock.now() - solved, 3),
         )
         return report
 
@@ -285,32 +298,34 @@ class Provisioner(Controller):
         for pod in claim.pods:
             self.placed_at[pod.key] = self.created_at[name]
         _trim(self.placed_at)
-        for pod in claim.pods:
-            if is_virtual(pod):
-                continue
-            await self.recorder.publish(
-                codec.pod_reference(pod),
-                events.NORMAL,
-                "Nominated",
-                f"Pod should schedule on: nodeclaim/{name}",
-            )
+        message = f"Pod should schedule on: nodeclaim/{name}"
+        batch = [(p, events.NORMAL, "Nominated", message) for p in claim.pods if not is_virtual(p)]
+        await self._publish(batch)
         return name
+
+    async def _publish(
+        self, batch: Sequence[_Event], dedupe_s: float = events.DEFAULT_DEDUPE_S
+    ) -> None:
+        """Hand a pass's Events to the recorder's background workers: a 1000-pod pass must
+        not wait for 1000 round trips, nor spend the controller's client rate on them."""
+        for pod, kind, reason, message in batch:
+            reference = codec.pod_reference(pod)
+            await self.recorder.publish(
+                reference, kind, reason, message, dedupe_s=dedupe_s, background=True
+            )
 
     async def _report_nominations(self, results: Results) -> None:
         """Pods the pass placed on existing or in-flight capacity (deduplicated per node)."""
         until = self.clock.now() + self.nomination_s
+        batch: list[_Event] = []
         for node_name, placed in results.existing:
             pods = [p for p in placed if not is_virtual(p)]
             for pod in pods:
                 self.state.nominate(pod.key, node_name, until)
             kind = "node" if self.state.nodes.raw(node_name) is not None else "nodeclaim"
-            for pod in pods:
-                await self.recorder.publish(
-                    codec.pod_reference(pod),
-                    events.NORMAL,
-                    "Nominated",
-                    f"Pod should schedule on: {kind}/{node_name}",
-                )
+            message = f"Pod should schedule on: {kind}/{node_name}"
+            batch.extend((pod, events.NORMAL, "Nominated", message) for pod in pods)
+        await self._publish(batch)
 
     def _log_unschedulable(self, results: Results) -> None:
         """Log each pod that became unschedulable (or whose reason changed) once; the pass
@@ -322,17 +337,13 @@ class Provisioner(Controller):
         self.unschedulable = real
 
     async def _report_unschedulable(self, results: Results) -> None:
+        batch: list[_Event] = []
         for key, reason in sorted(results.unschedulable.items()):
             pod = self.state.pods.get(key)
-            if pod is None:
-                continue
-            await self.recorder.publish(
-                codec.pod_reference(pod),
-                events.WARNING,
-                "FailedScheduling",
-                f"Failed to schedule pod, {reason}",
-                dedupe_s=FAILED_SCHEDULING_DEDUPE_S,
-            )
+            if pod is not None:
+                message = f"Failed to schedule pod, {reason}"
+                batch.append((pod, events.WARNING, "FailedScheduling", message))
+        await self._publish(batch, FAILED_SCHEDULING_DEDUPE_S)
 
 
 def _trim(times: dict[str, float]) -> None:

@@ -1,1 +1,1 @@
-"""The only package that talks to the Kubernetes SDK (kubernetes_asyncio)."""
+"""The apiserver's edge: the only package that speaks to Kubernetes (HTTP through aiohttp)."""

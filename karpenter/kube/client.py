@@ -1,10 +1,9 @@
-"""The Kubernetes client: JSON in, JSON out, typed errors, on kubernetes_asyncio's transport.
+"""The Kubernetes client: JSON in, JSON out, typed errors, over one aiohttp session.
 
-The generated typed models are skipped on purpose: informers hand plain dicts to the
-decoders in ``karpenter.api`` (fast, and they name bad fields), and the controllers write
-merge patches. kubernetes_asyncio still loads kubeconfigs / in-cluster credentials and owns
-the TLS session. Watches are read as raw newline-delimited JSON so a large object never hits
-a line-length limit.
+There are no generated typed models: informers hand plain dicts to the decoders in
+``karpenter.api`` (fast, and they name bad fields), and the controllers write merge patches.
+``transport`` loads the kubeconfig / in-cluster credentials and opens the session. Watches are
+read as raw newline-delimited JSON so a large object never hits a line-length limit.
 """
 
 from __future__ import annotations
@@ -18,13 +17,9 @@ from typing import Any
 
 import aiohttp
 import anyio
-import yaml
-from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from karpenter.aio.ratelimit import TokenBucket
-from karpenter.kube import errors
+from karpenter.kube import errors, transport
 
 Obj = dict[str, Any]
 
@@ -76,6 +71,7 @@ NODEOVERLAYS = Resource("karpenter.sh", "v1alpha1", "nodeoverlays", "NodeOverlay
 DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
 REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", namespaced=True)
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", namespaced=True)
 REPLICATIONCONTROLLERS = Resource(
@@ -100,10 +96,16 @@ class WatchEvent:
 
 
 class KubeClient:
-    """A narrow JSON client over one kubernetes_asyncio ``ApiClient`` (not owned)."""
+    """A narrow JSON client over one HTTP session (not owned)."""
 
-    def __init__(self, api: k8s.ApiClient, limiter: TokenBucket | None = None) -> None:
-        self.api = api
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        creds: transport.Credentials,
+        limiter: TokenBucket | None = None,
+    ) -> None:
+        self.http = http
+        self.creds = creds
         # KUBE_CLIENT_QPS/BURST; watches are long-lived streams and are not throttled
         self.limiter = limiter
 
@@ -121,19 +123,23 @@ class KubeClient:
     ) -> aiohttp.ClientResponse:
         if throttle and self.limiter is not None:
             await self.limiter.acquire()
-        try:
-            resp: aiohttp.ClientResponse = await self.api.call_api(
-                path,
-                method,
-                query_params=list(query),
-                header_params={"Accept": accept, "Content-Type": content_type},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=request_timeout,
-            )
-        except ApiException as err:  # raised by the transport for some failures
-            raise errors.ApiError(int(err.status or 0), str(err.reason or "")) from err
+        headers = {"Accept": accept, "Content-Type": content_type}
+        if self.creds.token is not None:
+            headers["Authorization"] = f"Bearer {await self.creds.token()}"
+        timeout = (
+            request_timeout
+            if isinstance(request_timeout, aiohttp.ClientTimeout)
+            else aiohttp.ClientTimeout(total=request_timeout)
+        )
+        resp = await self.http.request(
+            method,
+            self.creds.server + path,
+            params=list(query) or None,
+            data=None if body is None else json.dumps(body),
+            headers=headers,
+            timeout=timeout,
+            server_hostname=self.creds.server_hostname,
+        )
         if resp.status >= 300:
             try:
                 payload = await resp.json(content_type=None)
@@ -216,10 +222,16 @@ class KubeClient:
             resp.release()
 
     async def create(
-        self, res: Resource, body: Mapping[str, Any], namespace: str | None = None
+        self,
+        res: Resource,
+        body: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        throttle: bool = True,
     ) -> Obj:
-        """Create an object (AlreadyExists, Invalid)."""
-        return await self._json("POST", res.path(namespace), body=dict(body))
+        """Create an object (AlreadyExists, Invalid); ``throttle=False`` for callers that
+        pace themselves (the event recorder's own rate limit)."""
+        return await self._json("POST", res.path(namespace), body=dict(body), throttle=throttle)
 
     async def merge_patch(
         self,
@@ -322,60 +334,13 @@ def _event(raw: Mapping[str, Any], res: Resource) -> WatchEvent:
     return WatchEvent(kind, obj)
 
 
-async def load_configuration(kubeconfig: Path | str | None) -> k8s.Configuration:
-    """Client configuration from a kubeconfig file, else the in-cluster service account.
-
-    Failures raise ``errors.KubeconfigError`` with one line naming the file and the cause.
-    """
-    cfg = k8s.Configuration()
-    if not kubeconfig:
-        try:
-            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        except k8s_config.ConfigException:
-            raise errors.KubeconfigError(
-                "no kubeconfig: pass --kubeconfig or set KUBECONFIG (this is not a pod in a"
-                " cluster: KUBERNETES_SERVICE_HOST is unset)"
-            ) from None
-        return cfg
-    path = Path(kubeconfig)
-    if not await anyio.Path(path).is_file():
-        raise errors.KubeconfigError(f"kubeconfig {path}: no such file")
-    await _check_kubeconfig(path)
-    try:
-        await k8s_config.load_kube_config(
-            config_file=str(path), client_configuration=cfg, persist_config=False
-        )
-    # the loader fails with its own error, or with whatever a malformed document trips on
-    except (k8s_config.ConfigException, OSError, ValueError, TypeError, KeyError) as err:
-        raise errors.KubeconfigError(f"kubeconfig {path}: {_first_line(err)}") from None
-    return cfg
-
-
-async def _check_kubeconfig(path: Path) -> None:
-    """The loader's own errors for a file that is not a kubeconfig at all are cryptic."""
-    try:
-        doc = yaml.safe_load(await anyio.Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise errors.KubeconfigError(f"kubeconfig {path}: {_first_line(err)}") from None
-    if not isinstance(doc, dict) or not doc.get("contexts") or not doc.get("clusters"):
-        raise errors.KubeconfigError(
-            f"kubeconfig {path}: not a kubeconfig (no clusters or contexts)"
-        )
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip() or type(err).__name__
-    return text.splitlines()[0]
-
-
 @asynccontextmanager
 async def connect(kubeconfig: Path | str | None) -> AsyncIterator[KubeClient]:
     """A KubeClient with its own connection pool, closed on exit."""
-    cfg = await load_configuration(kubeconfig)
+    creds = transport.load(kubeconfig)
     try:
-        async with k8s.ApiClient(configuration=cfg) as api:
-            api.user_agent = "karpenter-py/0.1.0"
-            yield KubeClient(api)
+        async with transport.session(creds) as http:
+            yield KubeClient(http, creds)
     finally:
         # TLS transports finish closing a moment after the session does (aiohttp's documented
         # graceful-shutdown pause); without it a closing event loop reports them unclosed.

@@ -7,6 +7,9 @@ still advances its version. A watch that ends normally is resumed from the last 
 Any other failure backs off exponentially (0.1 s doubling to 10 s) and relists, because events
 may have been missed while the connection was down. The sink sees a relist as one
 ``replace`` call, so it can tell deletions that happened while disconnected.
+
+Objects reach the sink without ``metadata.managedFields`` (server-side-apply bookkeeping,
+about half of a pod's JSON that nothing here reads), as upstream's informer cache strips them.
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ class Informer:
 
     async def _list(self) -> str:
         objects, version = await self.client.list(self.resource)
+        for obj in objects:
+            _strip(obj)
         self.relists += 1
         self.sink.replace(objects)
         self.synced.set()
@@ -95,4 +100,11 @@ class Informer:
                     meta = event.object.get("metadata") or {}
                     version = str(meta.get("resourceVersion") or version)
                     if event.type != "BOOKMARK":
+                        _strip(event.object)
                         self.sink.apply(event.type, event.object)
+
+
+def _strip(obj: Obj) -> None:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)

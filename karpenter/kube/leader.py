@@ -24,13 +24,12 @@ from typing import Any
 
 import aiohttp
 import anyio
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from karpenter.aio.clock import Clock
+from karpenter.kube import errors
+from karpenter.kube.client import LEASES, KubeClient, Obj
 from karpenter.observability.logging import get_logger
 
-_CONFLICT, _NOT_FOUND = 409, 404
 _RELEASE_TIMEOUT_S = 5.0  # a shutdown must not hang on an unreachable apiserver
 
 
@@ -54,7 +53,7 @@ class LeaderElector:
 
     def __init__(
         self,
-        api_client: client.ApiClient,
+        kube: KubeClient,
         namespace: str,
         name: str,
         identity: str,
@@ -70,7 +69,7 @@ class LeaderElector:
                 "leader election needs lease_duration > renew_deadline > retry_period > 0, got "
                 f"{lease_duration}, {renew_deadline}, {retry_period}"
             )
-        self._api = client.CoordinationV1Api(api_client)
+        self._kube = kube
         self._namespace, self._name, self._identity = namespace, name, identity
         self._lease_duration, self._renew_deadline = lease_duration, renew_deadline
         self._retry_period, self._clock = retry_period, clock
@@ -81,7 +80,7 @@ class LeaderElector:
         self._leader = False
         self._observed_version: str | None = None  # resourceVersion of the record we last saw
         self._observed_at = 0.0  # our clock when that record first appeared to us
-        self._held: Any = None  # the Lease as we last wrote it (for renewals and release)
+        self._held: Obj | None = None  # the Lease as we last wrote it (renewals, release)
 
     @property
     def is_leader(self) -> bool:
@@ -144,10 +143,11 @@ class LeaderElector:
     async def _try_acquire_or_renew(self) -> _Outcome:
         try:
             return await self._attempt()
-        except ApiException as err:
-            if err.status != _CONFLICT:
-                self._log.warning("lease update failed", status=err.status, reason=err.reason)
-            return _Outcome.FAILED  # a conflict means someone wrote first; re-read next time
+        except errors.Conflict:
+            return _Outcome.FAILED  # someone wrote first; re-read next time
+        except errors.ApiError as err:
+            self._log.warning("lease update failed", status=err.status, reason=str(err))
+            return _Outcome.FAILED
         except (aiohttp.ClientError, OSError, TimeoutError) as err:
             self._log.warning("lease update failed", error=repr(err))
             return _Outcome.FAILED
@@ -155,40 +155,37 @@ class LeaderElector:
     async def _attempt(self) -> _Outcome:
         now = self._clock.now()
         try:
-            lease = await self._api.read_namespaced_lease(self._name, self._namespace)
-        except ApiException as err:
-            if err.status != _NOT_FOUND:
-                raise
-            self._held = await self._api.create_namespaced_lease(
-                self._namespace, self._body(now, None, transitions=0)
-            )
+            lease = await self._kube.get(LEASES, self._name, self._namespace)
+        except errors.NotFound:
+            body = self._body(now, None, transitions=0)
+            self._held = await self._kube.create(LEASES, body, self._namespace)
             return _Outcome.HOLDING
-        version = lease.metadata.resource_version
+        version = _version(lease)
         if version != self._observed_version:
             self._observed_version, self._observed_at = version, now
-        spec = lease.spec
-        holder = spec.holder_identity or ""
-        expires = self._observed_at + (spec.lease_duration_seconds or 0)
+        spec = lease.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        expires = self._observed_at + int(spec.get("leaseDurationSeconds") or 0)
         if holder not in ("", self._identity) and now < expires:
             return _Outcome.HELD_ELSEWHERE
-        transitions = spec.lease_transitions or 0
-        keep_acquire = holder == self._identity and spec.acquire_time is not None
-        acquired = spec.acquire_time.timestamp() if keep_acquire else now
+        transitions = int(spec.get("leaseTransitions") or 0)
+        acquired_at = _parse_micro(spec.get("acquireTime"))
+        keep_acquire = holder == self._identity and acquired_at is not None
+        acquired = acquired_at if keep_acquire and acquired_at is not None else now
         body = self._body(now, lease, transitions=transitions + (holder != self._identity))
         body["spec"]["acquireTime"] = _micro_time(acquired)
-        self._held = await self._api.replace_namespaced_lease(self._name, self._namespace, body)
-        self._observed_version, self._observed_at = self._held.metadata.resource_version, now
+        self._held = await self._kube.replace(LEASES, self._name, body, self._namespace)
+        self._observed_version, self._observed_at = _version(self._held), now
         return _Outcome.HOLDING
 
-    def _body(self, now: float, current: Any, *, transitions: int) -> Any:
-        # a plain dict (the client sends dicts verbatim though typed for V1Lease): the typed
-        # models would serialize MicroTime through isoformat (see _micro_time)
+    def _body(self, now: float, current: Obj | None, *, transitions: int) -> dict[str, Any]:
         metadata: dict[str, Any] = {"name": self._name, "namespace": self._namespace}
         if current is not None:
             # keep labels and annotations others put on the Lease; the version makes it a CAS
-            metadata["resourceVersion"] = current.metadata.resource_version
-            metadata["labels"] = current.metadata.labels
-            metadata["annotations"] = current.metadata.annotations
+            meta = current.get("metadata") or {}
+            metadata["resourceVersion"] = meta.get("resourceVersion")
+            metadata["labels"] = meta.get("labels")
+            metadata["annotations"] = meta.get("annotations")
         return {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -203,17 +200,29 @@ class LeaderElector:
         }
 
     async def _release(self) -> None:
-        if self._held is None or self._held.spec.holder_identity != self._identity:
+        held = self._held
+        spec = (held or {}).get("spec") or {}
+        if held is None or spec.get("holderIdentity") != self._identity:
             return
         now = self._clock.now()
-        body = self._body(now, self._held, transitions=self._held.spec.lease_transitions or 0)
+        body = self._body(now, held, transitions=int(spec.get("leaseTransitions") or 0))
         body["spec"]["holderIdentity"] = None
         body["spec"]["leaseDurationSeconds"] = 1
         try:
-            await self._api.replace_namespaced_lease(self._name, self._namespace, body)
-        except (ApiException, aiohttp.ClientError, OSError, TimeoutError) as err:
+            await self._kube.replace(LEASES, self._name, body, self._namespace)
+        except (errors.ApiError, aiohttp.ClientError, OSError, TimeoutError) as err:
             # a conflict means someone else already wrote the lease; nothing left to release
             self._log.warning("lease release failed", error=repr(err))
             return
         self._held = None
         self._log.info("released leader lease")
+
+
+def _version(lease: Obj) -> str:
+    return str((lease.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _parse_micro(value: Any) -> float | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()

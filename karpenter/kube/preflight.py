@@ -19,7 +19,7 @@ _TIMEOUT_S = 10.0
 
 
 def _host(kube: KubeClient) -> str:
-    return str(getattr(kube.api.configuration, "host", "") or "the apiserver")
+    return kube.creds.server or "the apiserver"
 
 
 async def check(kube: KubeClient, needed: Sequence[Resource] = KARPENTER) -> None:

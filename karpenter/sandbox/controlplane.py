@@ -3,14 +3,15 @@
 `LocalControlPlane` runs the real upstream binaries built by `hack/build-controlplane.sh` as
 child processes on loopback ports, with a throwaway PKI, so end-to-end tests talk to a genuine
 apiserver (CRD schema validation, CEL rules, defaulting, watches) and a genuine kube-scheduler.
-There are no kubelets: tests create Node objects themselves.
+There are no kubelets. With ``kwok=KwokOptions(...)`` a kwok process plays the kubelet of every
+Node carrying kwok's annotation (see ``sandbox/kwok.py``); other Nodes stay as their creator
+wrote them. ``client_rate=ClientRate(qps, burst)`` raises the scheduler's and the
+controller-manager's client rate limits, as production clusters do (stock: 50/100 and 20/30).
 """
 
 from __future__ import annotations
 
 import atexit
-import datetime
-import ipaddress
 import json
 import os
 import shutil
@@ -28,14 +29,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
 from karpenter.sandbox import build
+from karpenter.sandbox import kwok as kwok_mod
+from karpenter.sandbox.pki import KeyPair, Pki, kubeconfig
 
-__all__ = ["ControlPlaneError", "LocalControlPlane", "ensure_binaries"]
+__all__ = [
+    "PRODUCTION_CLIENT_RATE",
+    "ClientRate",
+    "ControlPlaneError",
+    "LocalControlPlane",
+    "ensure_binaries",
+]
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 _BUILD_SCRIPT = _REPO_ROOT / "hack" / "build-controlplane.sh"
@@ -50,6 +54,21 @@ _BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manage
 
 class ControlPlaneError(RuntimeError):
     """The control plane could not be built or started; the message carries the log tail."""
+
+
+@dataclass(frozen=True)
+class ClientRate:
+    """Client QPS and burst of kube-scheduler and kube-controller-manager."""
+
+    qps: float
+    burst: int
+
+    def args(self) -> list[str]:
+        return [f"--kube-api-qps={self.qps:g}", f"--kube-api-burst={self.burst}"]
+
+
+# What large production clusters run with (the stock defaults pace a 1000-pod burst at 20 QPS).
+PRODUCTION_CLIENT_RATE = ClientRate(300.0, 600)
 
 
 def ensure_binaries(timeout_s: float = 3600.0, progress: build.Progress | None = None) -> Path:
@@ -104,144 +123,6 @@ def _free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-# --- PKI -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _KeyPair:
-    cert: Path
-    key: Path
-
-
-def _new_key() -> rsa.RSAPrivateKey:
-    # 2048-bit RSA: accepted everywhere and generated in milliseconds.
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-def _write_key(key: rsa.RSAPrivateKey, path: Path) -> None:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
-    path.chmod(0o600)
-
-
-class _Pki:
-    """A throwaway certificate authority and the leaf certificates the components need."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
-        # Certificate validity is about the real wall clock that the apiserver checks against,
-        # not the controllers' injectable clock.
-        self._now = datetime.datetime.now(datetime.UTC)  # noqa: TID251
-        self._ca_key = _new_key()
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "karpenter-test-ca")])
-        self._ca_cert = (
-            self._builder(name, self._ca_key)
-            .issuer_name(name)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(self._ca_key, hashes.SHA256())
-        )
-        self.ca = _KeyPair(directory / "ca.crt", directory / "ca.key")
-        self.ca.cert.write_bytes(self._ca_cert.public_bytes(serialization.Encoding.PEM))
-        _write_key(self._ca_key, self.ca.key)
-
-    def _builder(self, subject: x509.Name, key: rsa.RSAPrivateKey) -> x509.CertificateBuilder:
-        return (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            # Backdated so that small clock differences never make a fresh cert "not yet valid".
-            .not_valid_before(self._now - datetime.timedelta(hours=1))
-            .not_valid_after(self._now + datetime.timedelta(days=7))
-        )
-
-    def issue(
-        self,
-        name: str,
-        common_name: str,
-        *,
-        organization: str | None = None,
-        server_names: tuple[str, ...] = (),
-        server_ips: tuple[str, ...] = (),
-    ) -> _KeyPair:
-        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-        if organization:
-            # The apiserver maps O= to the user's groups (e.g. system:masters).
-            attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
-        key = _new_key()
-        server = bool(server_names or server_ips)
-        usage = [ExtendedKeyUsageOID.SERVER_AUTH] if server else [ExtendedKeyUsageOID.CLIENT_AUTH]
-        builder = (
-            self._builder(x509.Name(attrs), key)
-            .issuer_name(self._ca_cert.subject)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
-        )
-        if server:
-            sans: list[x509.GeneralName] = [x509.DNSName(n) for n in server_names]
-            sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in server_ips]
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(self._ca_key, hashes.SHA256())
-        pair = _KeyPair(self.directory / f"{name}.crt", self.directory / f"{name}.key")
-        pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        _write_key(key, pair.key)
-        return pair
-
-    def service_account_keys(self, private: Path, public: Path) -> None:
-        """The key pair the apiserver signs and verifies service-account tokens with."""
-        key = _new_key()
-        _write_key(key, private)
-        public.write_bytes(
-            key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            )
-        )
-
-
-def _kubeconfig(server: str, ca: Path, client: _KeyPair, user: str) -> str:
-    # Hand-written YAML (all values are plain paths/URLs) keeps this module free of a YAML dep.
-    return (
-        "apiVersion: v1\n"
-        "kind: Config\n"
-        "clusters:\n"
-        "- name: local\n"
-        "  cluster:\n"
-        f"    server: {server}\n"
-        f"    certificate-authority: {ca}\n"
-        "users:\n"
-        f"- name: {user}\n"
-        "  user:\n"
-        f"    client-certificate: {client.cert}\n"
-        f"    client-key: {client.key}\n"
-        "contexts:\n"
-        "- name: local\n"
-        "  context:\n"
-        "    cluster: local\n"
-        f"    user: {user}\n"
-        "current-context: local\n"
-    )
 
 
 # --- processes -------------------------------------------------------------------------------
@@ -312,6 +193,8 @@ class LocalControlPlane:
         controller_manager: bool = True,
         startup_timeout_s: float = 120.0,
         audit_policy: str = "",
+        kwok: kwok_mod.KwokOptions | None = None,
+        client_rate: ClientRate | None = None,
     ) -> None:
         self.bin_dir = bin_dir
         # An audit Policy (YAML); when set the apiserver logs JSON events to ``audit_log``.
@@ -322,14 +205,16 @@ class LocalControlPlane:
         self._with_scheduler = scheduler
         self._with_controller_manager = controller_manager
         self._startup_timeout_s = startup_timeout_s
+        self.kwok = kwok
+        self.client_rate = client_rate
         self.etcd_port = _free_port()
         self.apiserver_port = _free_port()
         self.server = f"https://127.0.0.1:{self.apiserver_port}"
         self.kubeconfig = self.work_dir / "admin.kubeconfig"
         self._etcd_data = self.work_dir / "etcd-data"
         self._processes: dict[str, _Process] = {}
-        self._pki: _Pki | None = None
-        self._admin: _KeyPair | None = None
+        self._pki: Pki | None = None
+        self._admin: KeyPair | None = None
         self._sa_private = self.work_dir / "pki" / "sa.key"
         self._sa_public = self.work_dir / "pki" / "sa.pub"
         self.audit_log = self.work_dir / "logs" / "audit.jsonl"
@@ -360,13 +245,15 @@ class LocalControlPlane:
                 self._start_component("kube-scheduler", self._scheduler_args())
             if self._with_controller_manager:
                 self._start_component("kube-controller-manager", self._controller_manager_args())
+            if self.kwok is not None:
+                self._start_kwok(self.kwok)
         except BaseException:
             self.stop()
             raise
 
     def stop(self) -> None:
         """Terminate all components (SIGTERM, then SIGKILL) and delete the etcd data."""
-        for name in ("kube-controller-manager", "kube-scheduler", "kube-apiserver", "etcd"):
+        for name in ("kwok", "kube-controller-manager", "kube-scheduler", "kube-apiserver", "etcd"):
             proc = self._processes.get(name)
             if proc is not None:
                 proc.stop()
@@ -393,7 +280,7 @@ class LocalControlPlane:
         assert self._pki is not None
         pair = self._pki.issue(f"user-{user}", user, organization=organization)
         path = self.work_dir / f"{user}.kubeconfig"
-        path.write_text(_kubeconfig(self.server, self._pki.ca.cert, pair, user))
+        path.write_text(kubeconfig(self.server, self._pki.ca.cert, pair, user))
         return path
 
     def compact_etcd(self) -> int:
@@ -405,6 +292,22 @@ class LocalControlPlane:
         revision = int(head["header"]["revision"])
         _post_json(f"{base}/compaction", {"revision": revision, "physical": True})
         return revision
+    def stop_kwok(self) -> None:
+        """Stop kwok (no kubelet answers any more: pods stay as they are, deletions hang)."""
+        proc = self._processes.get("kwok")
+        if proc is not None:
+            proc.stop()
+
+    def start_kwok(self) -> None:
+        """Start kwok again after ``stop_kwok`` (it resumes every adopted Node and pod)."""
+        if self.kwok is None:
+            raise ControlPlaneError("kwok: this control plane was started without kwok")
+        self._start_kwok(self.kwok)
+
+    def pid(self, component: str) -> int | None:
+        """The PID of a running component (``etcd``, ``kube-apiserver``, ..., ``kwok``)."""
+        proc = self._processes.get(component)
+        return proc.popen.pid if proc is not None and proc.popen is not None else None
 
     def log_path(self, component: str) -> Path:
         return self.work_dir / "logs" / f"{component}.log"
@@ -412,7 +315,7 @@ class LocalControlPlane:
     # -- components ---------------------------------------------------------------------------
 
     def _write_pki(self) -> None:
-        pki = _Pki(self.work_dir / "pki")
+        pki = Pki(self.work_dir / "pki")
         self._pki = pki
         pki.issue(
             "apiserver",
@@ -428,19 +331,19 @@ class LocalControlPlane:
         )
         pki.service_account_keys(self._sa_private, self._sa_public)
         self._admin = pki.issue("admin", "admin", organization="system:masters")
-        self.kubeconfig.write_text(_kubeconfig(self.server, pki.ca.cert, self._admin, "admin"))
+        self.kubeconfig.write_text(kubeconfig(self.server, pki.ca.cert, self._admin, "admin"))
         # The scheduler and controller-manager keep their canonical user names (so audit/events
         # read naturally) but sit in system:masters: the controller-manager without per-controller
         # service-account credentials would otherwise lack rights to e.g. create pods.
-        for component in ("kube-scheduler", "kube-controller-manager"):
+        for component in ("kube-scheduler", "kube-controller-manager", "kwok"):
             pair = pki.issue(component, f"system:{component}", organization="system:masters")
             path = self.work_dir / f"{component}.kubeconfig"
-            path.write_text(_kubeconfig(self.server, pki.ca.cert, pair, component))
+            path.write_text(kubeconfig(self.server, pki.ca.cert, pair, component))
 
-    def _new_process(self, name: str, args: list[str]) -> _Process:
+    def _new_process(self, name: str, args: list[str], binary: Path | None = None) -> _Process:
         logs = self.work_dir / "logs"
         logs.mkdir(exist_ok=True)
-        proc = _Process(name, [str(self.bin_dir / name), *args], logs / f"{name}.log")
+        proc = _Process(name, [str(binary or self.bin_dir / name), *args], logs / f"{name}.log")
         self._processes[name] = proc
         return proc
 
@@ -528,6 +431,7 @@ class LocalControlPlane:
             # Never the default 10259: parallel sessions would collide on it.
             f"--secure-port={_free_port()}",
             "--leader-elect=false",
+            *(self.client_rate.args() if self.client_rate else []),
             "--v=1",
         ]
 
@@ -546,8 +450,21 @@ class LocalControlPlane:
             # Test nodes have no kubelet heartbeat: the node lifecycle controller would mark them
             # NotReady after 40 s and evict their pods.
             "--controllers=*,-nodelifecycle",
+            *(self.client_rate.args() if self.client_rate else []),
             "--v=1",
         ]
+
+    def _start_kwok(self, options: kwok_mod.KwokOptions) -> None:
+        config = self.work_dir / "kwok.yaml"
+        config.write_text(options.config_text())
+        port = _free_port()
+        args = options.args(self.work_dir / "kwok.kubeconfig", config, port)
+        proc = self._new_process("kwok", args[1:], binary=Path(args[0]))
+        if not os.access(args[0], os.X_OK):
+            raise ControlPlaneError(f"kwok: no executable at {args[0]} (hack/build-kwok.sh)")
+        proc.start()
+        health = f"http://127.0.0.1:{port}/healthz"
+        self._wait(proc, lambda: _http_ok(health, None), "kwok /healthz")
 
     def _start_component(self, name: str, args: list[str]) -> None:
         proc = self._new_process(name, args)

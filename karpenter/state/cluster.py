@@ -292,7 +292,9 @@ class ClusterState:
         Upstream waits for in-flight launches before the next pass; a claim without a
         provider id has no known shape yet, and solving around it risks a duplicate launch.
         """
-        return all(c.provider_id or c.deleting for c in self.nodeclaims.values())
+        # unsorted on purpose: the provisioner polls this every 50 ms while launches land
+        claims = (e.value for e in self.nodeclaims.entries.values() if e.value is not None)
+        return all(c.provider_id or c.deleting for c in claims)
 
     def node_by_provider_id(self, provider_id: str) -> list[Obj]:
         """Raw Nodes with this providerID (more than one is an error upstream reports)."""
@@ -304,8 +306,9 @@ class ClusterState:
         name) until ``until``: disruption leaves such nodes alone while the pod binds."""
         self.nominations[pod_key] = (target, until)
 
-    def _nominated(self, pods: Sequence[Pod], now: float) -> tuple[Pod, ...]:
-        """``pods`` with live nominations as ``nominated_node_name`` (by Node name)."""
+    def with_nominations(self, pods: Sequence[Pod], now: float) -> tuple[Pod, ...]:
+        """``pods`` with live nominations as ``nominated_node_name`` (by Node name, or by
+        NodeClaim name while the claim has no Node)."""
         for key in [k for k, (_, until) in self.nominations.items() if until <= now]:
             del self.nominations[key]
         out = []
@@ -335,7 +338,7 @@ class ClusterState:
         pools = tuple(p for p in self.active_nodepools() if p.name in instance_types)
         pods = tuple(self.pods.values())
         if now is not None:
-            pods = self._nominated(pods, now)
+            pods = self.with_nominations(pods, now)
         # Namespaces the informer has not delivered (or when it is not run) still carry the
         # label every namespace has, so namespaceSelector terms on the name keep working.
         labels: dict[str, Mapping[str, str]] = {

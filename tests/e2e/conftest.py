@@ -1,8 +1,10 @@
 """The e2e control-plane fixture: one real apiserver per session with Karpenter's CRDs installed.
 
-Binaries are built (or found in the cache) once, right after collection and only when e2e tests
-were selected, so a cold ~minutes-long Go build does not count against any single test's timeout.
-A build or startup failure makes the e2e tests fail, never skip.
+Binaries (the control plane, and kwok: hack/build-kwok.sh) are built (or found in the cache)
+once, right after collection and only when e2e tests were selected, so a cold ~minutes-long Go
+build does not count against any single test's timeout. kwok runs beside the control plane and
+plays the kubelet of the simulated cloud's Nodes: they turn Ready, their pods Running, deleted
+pods go after their grace period. A build or startup failure makes the e2e tests fail, never skip.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import pytest_asyncio
 import yaml
 from kubernetes_asyncio import client, config
 
+from karpenter.kube import client as kc
+from karpenter.sandbox import kwok
 from karpenter.sandbox.controlplane import LocalControlPlane, ensure_binaries
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "config" / "crd"
@@ -38,6 +42,7 @@ class ControlPlane:
 @dataclass
 class _Binaries:
     bin_dir: Path | None = None
+    kwok_dir: Path | None = None
     error: BaseException | None = None
 
 
@@ -65,6 +70,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     try:
         _binaries.bin_dir = ensure_binaries()
+        _binaries.kwok_dir = kwok.ensure_kwok()
     except Exception as exc:  # reported by the fixture, so each e2e test fails with the cause
         _binaries.error = exc
 
@@ -74,8 +80,9 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     if _binaries.error is not None:
         raise _binaries.error
     bin_dir = _binaries.bin_dir or ensure_binaries()
+    kwok_dir = _binaries.kwok_dir or kwok.ensure_kwok()
     work_dir = tmp_path_factory.mktemp("controlplane")
-    with LocalControlPlane(bin_dir, work_dir) as local:
+    with LocalControlPlane(bin_dir, work_dir, kwok=kwok.KwokOptions(kwok_dir)) as local:
         asyncio.run(install_crds(local.kubeconfig))
         yield ControlPlane(kubeconfig=local.kubeconfig, server=local.server, local=local)
 
@@ -85,6 +92,20 @@ async def api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
     """A kubernetes_asyncio client bound to the session's control plane (one per test loop)."""
     async with await new_api_client(control_plane.kubeconfig) as api_client:
         yield api_client
+
+
+@pytest_asyncio.fixture
+async def kube(control_plane: ControlPlane) -> AsyncIterator[kc.KubeClient]:
+    """The project's own client on the session's control plane (one per test loop)."""
+    async with kc.connect(control_plane.kubeconfig) as kube_client:
+        yield kube_client
+
+
+@pytest_asyncio.fixture
+async def kube2(control_plane: ControlPlane) -> AsyncIterator[kc.KubeClient]:
+    """A second client of the project's own, as a second replica would have."""
+    async with kc.connect(control_plane.kubeconfig) as kube_client:
+        yield kube_client
 
 
 async def new_api_client(kubeconfig: Path) -> client.ApiClient:

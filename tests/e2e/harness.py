@@ -32,10 +32,13 @@ POOL_KEY = "e2e.karpenter.test/pool"
 
 
 async def eventually(probe: Callable[[], Awaitable[Any]], what: str, wait_s: float = WAIT_S) -> Any:
-    """Poll ``probe`` until it returns something truthy."""
+    """Poll ``probe`` until it returns something truthy (a 429 counts as "not yet")."""
     deadline = time.monotonic() + wait_s
     while True:
-        result = await probe()
+        try:
+            result = await probe()
+        except errors.TooManyRequests:  # the apiserver asks to retry (a cache initializing)
+            result = None
         if result:
             return result
         if time.monotonic() > deadline:
@@ -61,19 +64,20 @@ async def running(
     kubeconfig: Path,
     *,
     catalog_size: int = 8,
+    catalog: Sequence[InstanceType] = (),
+    boot_delay_s: float = 0.0,
     identity: str = "",
     disruption_timing: tuple[float, float] = (10.0, 15.0),
-    types: Sequence[InstanceType] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Operator]:
-    """An Operator with a simulated cloud (``types``, else the fake catalog), running until the
-    block exits (built as ``karpenter run`` builds it: a host, the provider opened on it, one
-    controller context)."""
+    """An Operator with a simulated cloud (``catalog``, else the fake catalog of
+    ``catalog_size`` types), running until the block exits (built as ``karpenter run`` builds
+    it: a host, the provider opened on it, one controller context)."""
     clock = RealClock()
     async with kc.connect(kubeconfig) as kube:
         base = context.host(kube, clock, settings=settings(**overrides))
-        catalog = tuple(types) if types is not None else fake_instance_types(catalog_size)
-        provider = SimulatedProvider(catalog)
+        types = tuple(catalog) or fake_instance_types(catalog_size)
+        provider = SimulatedProvider(types, boot_delay_s)
         async with provider.open(base) as plugin:
             op = Operator(
                 ControllerContext.of(base, plugin),

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import anyio
 import pytest
 import pytest_asyncio
@@ -19,6 +20,8 @@ from kubernetes_asyncio import client, utils
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from karpenter.aio.clock import RealClock
+from karpenter.kube import client as kc
+from karpenter.kube import transport
 from karpenter.kube.leader import LeaderElector
 from tests.e2e.conftest import ControlPlane, new_api_client
 from tests.support.helm import helm_binary, render
@@ -34,7 +37,7 @@ NEEDED = [
     ("list", "storage.k8s.io", "csinodes", ""), ("list", "", "persistentvolumes", ""),
     ("list", "", "persistentvolumeclaims", ""), ("watch", "karpenter.sh", "nodepools", ""),
     ("list", "storage.k8s.io", "volumeattachments", ""), ("get", "", "persistentvolumeclaims", ""),
-    ("patch", "karpenter.sh", "nodeclaims/status", ""), ("patch", "", "nodes/status", ""),
+    ("patch", "karpenter.sh", "nodeclaims/status", ""),
     ("patch", "karpenter.k8s.aws", "ec2nodeclasses/status", ""),
     ("watch", "karpenter.k8s.aws", "ec2nodeclasses", ""),
     ("create", "karpenter.sh", "nodeclaims", ""), ("list", "karpenter.sh", "nodeoverlays", ""),
@@ -121,10 +124,17 @@ async def test_leader_election_works_with_the_chart_role(
     async def lead() -> None:
         led.append(True)
 
-    async with await _as_service_account(control_plane, installed) as api:
+    user = f"system:serviceaccount:{installed.namespace}:{installed.service_account}"
+    creds = transport.load(control_plane.kubeconfig)
+    async with (
+        aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=creds.ssl), headers={"Impersonate-User": user}
+        ) as http,
+        await _as_service_account(control_plane, installed) as api,
+    ):
         elector = LeaderElector(
-            api, installed.namespace, "karpenter-leader-election", "pod-a",
-            lease_duration=2, renew_deadline=1.5, retry_period=0.3, clock=RealClock(),
+            kc.KubeClient(http, creds), installed.namespace, "karpenter-leader-election",
+            "pod-a", lease_duration=2, renew_deadline=1.5, retry_period=0.3, clock=RealClock(),
         )  # fmt: skip
         with anyio.fail_after(20):
             await elector.run(lead)

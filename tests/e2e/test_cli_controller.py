@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -69,30 +70,55 @@ def test_run_stops_cleanly_on_sigterm(control_plane: ControlPlane, tmp_path: Pat
     assert "signal received, shutting down" in log.read_text()
 
 
+def _pod_running(kube: kc.KubeClient, name: str) -> Callable[[], Awaitable[bool]]:
+    async def probe() -> bool:
+        obj = await kube.get(kc.PODS, name, "default")
+        return bool(obj["status"].get("phase") == "Running")
+
+    return probe
+
+
+def _read_pid(path: Path) -> int:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
 @pytest.mark.asyncio
-async def test_sandbox_serves_pods_and_tears_down(tmp_path: Path) -> None:
+async def test_sandbox_serves_pods_restarts_its_controller_and_tears_down(
+    tmp_path: Path,
+) -> None:
     """``karpenter sandbox`` says where its binaries are and prints 'sandbox ready'; a pod
-    applied then gets a node; Ctrl-C stops everything and removes the kubeconfig, which would
-    otherwise point at a dead apiserver."""
+    applied gets a node and runs (kwok); the controller runs as its own process whose PID is on
+    disk: SIGKILL it and the sandbox starts a new one that serves the next pod; Ctrl-C stops
+    everything and removes the kubeconfig, which would otherwise point at a dead apiserver."""
     log = tmp_path / "sandbox.log"
     kubeconfig = tmp_path / "sb.kubeconfig"
+    pid_file = tmp_path / "sb.kubeconfig.controller.pid"
     proc = _spawn(
         ["sandbox", "--kubeconfig", str(kubeconfig), "--catalog", "fake:4", "--boot-delay", "0"],
         log,
     )
     try:
-        _wait_for(proc, log, "sandbox ready", 120)
+        _wait_for(proc, log, "sandbox ready", 180)
+        first = _read_pid(pid_file)
+        assert first and first != proc.pid
         async with kc.connect(kubeconfig) as kube:
             assert (await kube.get(kc.NODEPOOLS, "default"))["metadata"]["name"] == "default"
-            body = harness.pod("hello", "default")
-            body["spec"]["nodeSelector"] = {}  # any node of the sandbox's NodePool will do
-            await kube.create(kc.PODS, body, "default")
-
-            async def bound() -> bool:
-                obj = await kube.get(kc.PODS, "hello", "default")
-                return bool(obj["spec"].get("nodeName"))
-
-            await harness.eventually(bound, "the sandbox to give the pod a node")
+            for name in ("hello", "again"):
+                body = harness.pod(name, "default")
+                body["spec"]["nodeSelector"] = {}  # any node of the sandbox's NodePool will do
+                await kube.create(kc.PODS, body, "default")
+                await harness.eventually(
+                    _pod_running(kube, name), f"{name} Running on a sandbox node"
+                )
+                if name == "hello":
+                    os.kill(first, signal.SIGKILL)
+                    await harness.eventually(
+                        _restarted(pid_file, first), "a new controller process", 60
+                    )
+        second = _read_pid(pid_file)
     finally:
         code = _stop(proc, signal.SIGINT)
     assert code == 0
@@ -100,3 +126,16 @@ async def test_sandbox_serves_pods_and_tears_down(tmp_path: Path) -> None:
     assert "karpenter: sandbox: control plane binaries: " in out
     assert not kubeconfig.exists()
     assert f"karpenter: sandbox: removed {kubeconfig} (its control plane is gone)" in out
+    assert "controller exited; restarting" in out
+    assert not pid_file.exists()
+    for pid in (first, second):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def _restarted(pid_file: Path, old: int) -> Callable[[], Awaitable[bool]]:
+    async def probe() -> bool:
+        new = _read_pid(pid_file)
+        return bool(new) and new != old
+
+    return probe

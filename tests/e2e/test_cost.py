@@ -94,7 +94,9 @@ async def test_underused_node_is_split_into_two_cheaper_ones(control_plane: Cont
     """Seven 2.1-CPU replicas fill a 16-CPU node; at four, no single type is cheaper, but an
     8-CPU and a 4-CPU node are: one command launches both, then the old node goes."""
     async with (
-        harness.running(control_plane.kubeconfig, disruption_timing=FAST, types=b.catalog()) as op,
+        harness.running(
+            control_plane.kubeconfig, disruption_timing=FAST, catalog=b.catalog()
+        ) as op,
         kc.connect(control_plane.kubeconfig) as kube,
     ):
         pool = harness.unique("split")

@@ -1,8 +1,8 @@
 """Draining on a real control plane: the apiserver's Eviction API enforces PodDisruptionBudgets.
 
-Pods on simulated Nodes have no kubelet: the tests' pods use terminationGracePeriodSeconds 0
-so an eviction removes them at once, and a test that needs a pod counted healthy by its PDB
-posts the Running/Ready status a kubelet would.
+kwok plays the kubelet of the simulated Nodes: pods turn Running and Ready (so a PDB counts
+them healthy), and an evicted pod goes once its terminationGracePeriodSeconds have passed
+(most pods here use 0, so an eviction removes them at once).
 """
 
 from __future__ import annotations
@@ -68,16 +68,15 @@ async def _only_claim(kube: kc.KubeClient, pool: str) -> dict[str, Any]:
     return claim
 
 
-async def _run_as_kubelet(kube: kc.KubeClient, ns: str, name: str) -> None:
-    """Post the status a kubelet would: Running and Ready (a PDB counts only Ready pods, and
+async def _ready(kube: kc.KubeClient, ns: str, name: str) -> None:
+    """Wait until kwok reports the pod Running and Ready (a PDB counts only Ready pods, and
     the Eviction API skips PDBs for Pending ones)."""
-    now = codec.rfc3339(RealClock().now())
-    status = {
-        "phase": "Running",
-        "startTime": now,
-        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
-    }
-    await kube.merge_patch(kc.PODS, name, {"status": status}, ns, subresource="status")
+
+    async def ready() -> bool:
+        pod = await kube.get(kc.PODS, name, ns)
+        return pod["status"].get("phase") == "Running" and codec.condition_true(pod, "Ready")
+
+    await harness.eventually(ready, f"kwok to run {name}")
 
 
 async def _pdb_settled(kube: kc.KubeClient, ns: str, name: str, allowed: int) -> None:
@@ -117,7 +116,7 @@ async def _finalized(op: Operator, kube: kc.KubeClient, claim: dict[str, Any]) -
     await harness.eventually(done, "the NodeClaim and its Node to be finalized")
     assert node in op.node_termination.finalized
     assert isinstance(op.cloud, SimulatedCloud)
-    assert name not in op.cloud.instances
+    assert await op.cloud.records.get(name) is None
 
 
 def _sample(op: Operator, name: str, **labels: str) -> float:
@@ -147,6 +146,8 @@ async def test_drain_evicts_tier_by_tier_then_removes_node_and_instance(
         await kube.create(kc.PODS, stays, ns)
         await kube.create(kc.DAEMONSETS, _daemonset("agent", pool), ns)
         pods = await _pods_bound(kube, ns, 5)
+        for pod in pods:
+            await _ready(kube, ns, pod["metadata"]["name"])
         agent = next(p["metadata"]["name"] for p in pods if "ds" in p["metadata"]["labels"])
         claim = await _only_claim(kube, pool)
         node = await kube.get(kc.NODES, claim["status"]["nodeName"])
@@ -171,6 +172,39 @@ async def test_drain_evicts_tier_by_tier_then_removes_node_and_instance(
 
 
 @pytest.mark.asyncio
+async def test_drain_waits_out_the_evicted_pods_grace_period(control_plane: ControlPlane) -> None:
+    """An evicted pod with a 4 s grace period terminates for those 4 s (kwok ends it at its
+    deletionTimestamp, as a kubelet would); the Node is not removed before it is gone."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        slow = harness.pod("slow", pool)
+        slow["spec"]["terminationGracePeriodSeconds"] = 4
+        await kube.create(kc.PODS, slow, ns)
+        await _pods_bound(kube, ns, 1)
+        await _ready(kube, ns, "slow")
+        claim = await _only_claim(kube, pool)
+        node = claim["status"]["nodeName"]
+
+        await kube.delete(kc.NODECLAIMS, claim["metadata"]["name"])
+
+        async def terminating() -> float | None:
+            pod = await kube.get(kc.PODS, "slow", ns)
+            return codec.parse_time(pod["metadata"].get("deletionTimestamp"))
+
+        ends = await harness.eventually(terminating, "the pod evicted and terminating")
+        assert not await _gone(kube, kc.NODES, node)
+        await harness.eventually(lambda: _gone(kube, kc.PODS, "slow", ns), "the pod gone")
+        assert RealClock().now() >= ends - 1  # not before its grace ran out (whole seconds)
+        await _finalized(op, kube, claim)
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
 async def test_pdb_blocks_eviction_until_relaxed(control_plane: ControlPlane) -> None:
     """A PDB allowing no disruption refuses the eviction (429 → FailedDraining) and holds the
     Node, tainted and draining, until the PDB is relaxed."""
@@ -183,7 +217,7 @@ async def test_pdb_blocks_eviction_until_relaxed(control_plane: ControlPlane) ->
         await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
         await kube.create(kc.PODS, harness.pod("guarded", pool), ns)
         await _pods_bound(kube, ns, 1)
-        await _run_as_kubelet(kube, ns, "guarded")
+        await _ready(kube, ns, "guarded")
         await kube.create(PDBS, _pdb("guard", 0), ns)
         await _pdb_settled(kube, ns, "guard", 0)
         claim = await _only_claim(kube, pool)
@@ -272,7 +306,7 @@ async def test_termination_grace_period_forces_deletion_at_the_deadline(
         await kube.create(kc.PODS, keep, ns)
         await kube.create(kc.PODS, harness.pod("guarded", pool), ns)
         await _pods_bound(kube, ns, 2)
-        await _run_as_kubelet(kube, ns, "guarded")
+        await _ready(kube, ns, "guarded")
         await kube.create(PDBS, _pdb("guard", 0), ns)
         await _pdb_settled(kube, ns, "guard", 0)
         claim = await _only_claim(kube, pool)
@@ -399,7 +433,8 @@ async def test_not_ready_node_without_instance_is_released_without_drain(
         claim = await _only_claim(kube, pool)
         node = claim["status"]["nodeName"]
         assert isinstance(op.cloud, SimulatedCloud)
-        del op.cloud.instances[claim["metadata"]["name"]]  # the machine died with its kubelet
+        # the machine died with its kubelet: its record goes, its Node stays NotReady
+        await op.cloud.records.delete(claim["metadata"]["name"])
         not_ready = {"type": "Ready", "status": "False", "reason": "NodeStatusUnknown"}
         status = {"status": {"conditions": [not_ready]}}
         await kube.merge_patch(kc.NODES, node, status, subresource="status")

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.abc
 import pytest
-import pytest_asyncio
 from kubernetes_asyncio import client
 
 from karpenter.aio.clock import RealClock
+from karpenter.kube import client as kc
 from karpenter.kube.leader import LeaderElectionLost, LeaderElector
-from tests.e2e.conftest import ControlPlane, new_api_client
+from tests.e2e.conftest import ControlPlane
 
 pytestmark = pytest.mark.e2e
 
@@ -54,9 +54,9 @@ class Candidate:
                 self.error = err
 
 
-def _elector(api: client.ApiClient, name: str, identity: str, **kw: Any) -> LeaderElector:
+def _elector(kube: kc.KubeClient, name: str, identity: str, **kw: Any) -> LeaderElector:
     return LeaderElector(
-        api,
+        kube,
         NAMESPACE,
         name,
         identity,
@@ -85,13 +85,6 @@ def lease_name() -> str:
     return f"karpenter-leader-election-{uuid.uuid4().hex[:6]}"
 
 
-@pytest_asyncio.fixture
-async def api2(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
-    """A second client, as a second replica would have."""
-    async with await new_api_client(control_plane.kubeconfig) as api_client:
-        yield api_client
-
-
 async def _start(tg: anyio.abc.TaskGroup, candidate: Candidate) -> anyio.CancelScope:
     scope: anyio.CancelScope = await tg.start(candidate.run)
     return scope
@@ -99,11 +92,11 @@ async def _start(tg: anyio.abc.TaskGroup, candidate: Candidate) -> anyio.CancelS
 
 @pytest.mark.asyncio
 async def test_one_leads_other_takes_over_on_release(
-    api: client.ApiClient, api2: client.ApiClient, lease_name: str
+    api: client.ApiClient, kube: kc.KubeClient, kube2: kc.KubeClient, lease_name: str
 ) -> None:
     """The first candidate leads, the second waits, and takes over promptly on clean release."""
-    a = Candidate(_elector(api, lease_name, "a"))
-    b = Candidate(_elector(api2, lease_name, "b"))
+    a = Candidate(_elector(kube, lease_name, "a"))
+    b = Candidate(_elector(kube2, lease_name, "b"))
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             scope_a = await _start(tg, a)
@@ -127,11 +120,11 @@ async def test_one_leads_other_takes_over_on_release(
 
 @pytest.mark.asyncio
 async def test_takeover_after_expiry_when_leader_stops_renewing(
-    api: client.ApiClient, api2: client.ApiClient, lease_name: str
+    api: client.ApiClient, kube: kc.KubeClient, kube2: kc.KubeClient, lease_name: str
 ) -> None:
     """A leader that vanishes without releasing is replaced only after the lease expires."""
-    a = Candidate(_elector(api, lease_name, "a", release_on_cancel=False))
-    b = Candidate(_elector(api2, lease_name, "b"))
+    a = Candidate(_elector(kube, lease_name, "a", release_on_cancel=False))
+    b = Candidate(_elector(kube2, lease_name, "b"))
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             scope_a = await _start(tg, a)
@@ -152,22 +145,23 @@ async def test_takeover_after_expiry_when_leader_stops_renewing(
 
 @pytest.mark.asyncio
 async def test_leader_cut_off_from_apiserver_steps_down_before_successor(
-    control_plane: ControlPlane, api2: client.ApiClient, lease_name: str
+    control_plane: ControlPlane, kube2: kc.KubeClient, lease_name: str
 ) -> None:
     """A leader that cannot renew stops leading after renew_deadline, before anyone takes over."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         dead_port = sock.getsockname()[1]  # closed on exit: connections are refused
-    async with await new_api_client(control_plane.kubeconfig) as api_a:
-        a = Candidate(_elector(api_a, lease_name, "a"))
-        b = Candidate(_elector(api2, lease_name, "b"))
+    async with kc.connect(control_plane.kubeconfig) as kube_a:
+        a = Candidate(_elector(kube_a, lease_name, "a"))
+        b = Candidate(_elector(kube2, lease_name, "b"))
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
                 await _start(tg, a)
                 await a.leading.wait()
                 await _start(tg, b)
                 await anyio.sleep(RETRY * 2)
-                api_a.configuration.host = f"https://127.0.0.1:{dead_port}"  # partitioned
+                dead = f"https://127.0.0.1:{dead_port}"
+                kube_a.creds = dataclasses.replace(kube_a.creds, server=dead)  # partitioned
                 cut = time.monotonic()
                 await b.leading.wait()
                 tg.cancel_scope.cancel()
@@ -180,10 +174,10 @@ async def test_leader_cut_off_from_apiserver_steps_down_before_successor(
 
 @pytest.mark.asyncio
 async def test_leader_steps_down_when_lease_is_taken(
-    api: client.ApiClient, lease_name: str
+    api: client.ApiClient, kube: kc.KubeClient, lease_name: str
 ) -> None:
     """When another holder appears on the Lease the leader cancels lead and raises Lost."""
-    a = Candidate(_elector(api, lease_name, "a"))
+    a = Candidate(_elector(kube, lease_name, "a"))
     coordination = client.CoordinationV1Api(api)
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
@@ -202,7 +196,7 @@ async def test_leader_steps_down_when_lease_is_taken(
 
 @pytest.mark.asyncio
 async def test_lead_returning_releases_and_counts_transitions(
-    api: client.ApiClient, lease_name: str
+    api: client.ApiClient, kube: kc.KubeClient, lease_name: str
 ) -> None:
     """When lead returns, run returns and the Lease is released; a new holder bumps transitions."""
     done: list[bool] = []
@@ -211,8 +205,8 @@ async def test_lead_returning_releases_and_counts_transitions(
         done.append(True)
 
     with anyio.fail_after(30):
-        await _elector(api, lease_name, "a").run(lead)
-        await _elector(api, lease_name, "b").run(lead)
+        await _elector(kube, lease_name, "a").run(lead)
+        await _elector(kube, lease_name, "b").run(lead)
     lease = await client.CoordinationV1Api(api).read_namespaced_lease(lease_name, NAMESPACE)
     assert done == [True, True]
     assert lease.spec.holder_identity is None
@@ -221,10 +215,10 @@ async def test_lead_returning_releases_and_counts_transitions(
 
 
 @pytest.mark.asyncio
-async def test_durations_are_validated(api: client.ApiClient) -> None:
+async def test_durations_are_validated(kube: kc.KubeClient) -> None:
     """lease_duration > renew_deadline > retry_period is required, as in client-go."""
     with pytest.raises(ValueError, match="lease_duration > renew_deadline"):
         LeaderElector(
-            api, NAMESPACE, "x", "a", lease_duration=2, renew_deadline=3,
+            kube, NAMESPACE, "x", "a", lease_duration=2, renew_deadline=3,
             retry_period=1, clock=RealClock(),
         )  # fmt: skip

@@ -6,24 +6,21 @@ asleep again (its API round trip done), so the step at which something happens i
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 import pytest
-import pytest_asyncio
 
 from karpenter.aio.clock import FakeClock
+from karpenter.kube import client as kc
 from karpenter.kube.leader import LeaderElectionLost, LeaderElector
-from tests.e2e.conftest import ControlPlane, new_api_client
-
-if TYPE_CHECKING:
-    from kubernetes_asyncio import client
+from tests.e2e.conftest import ControlPlane
 
 pytestmark = pytest.mark.e2e
 
@@ -31,19 +28,13 @@ NAMESPACE = "kube-system"
 LEASE, RENEW, RETRY = 2.0, 1.5, 0.25  # exact in binary floating point: step counts are exact
 
 
-@pytest_asyncio.fixture
-async def api2(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
-    async with await new_api_client(control_plane.kubeconfig) as api_client:
-        yield api_client
-
-
 class Replica:
     """A candidate on its own fake clock, recording whether lead() is running."""
 
-    def __init__(self, api: client.ApiClient, lease: str, identity: str, start: float) -> None:
+    def __init__(self, kube: kc.KubeClient, lease: str, identity: str, start: float) -> None:
         self.clock = FakeClock(start)
         self.elector = LeaderElector(
-            api, NAMESPACE, lease, identity, lease_duration=LEASE, renew_deadline=RENEW,
+            kube, NAMESPACE, lease, identity, lease_duration=LEASE, renew_deadline=RENEW,
             retry_period=RETRY, clock=self.clock,
         )  # fmt: skip
         self.leading = False
@@ -97,13 +88,13 @@ async def _together(*replicas: Replica) -> None:
 
 @pytest.mark.asyncio
 async def test_skewed_clocks_neither_steal_nor_delay(
-    api: client.ApiClient, api2: client.ApiClient
+    kube: kc.KubeClient, kube2: kc.KubeClient
 ) -> None:
     """A candidate an hour ahead never steals a renewed lease, and takes over after exactly
     one lease duration on its own clock once renewals stop."""
     lease = f"skew-{uuid.uuid4().hex[:6]}"
-    a = Replica(api, lease, "a", start=1_000_000.0)
-    b = Replica(api2, lease, "b", start=1_000_000.0 + 3600)  # renewTimes look an hour old
+    a = Replica(kube, lease, "a", start=1_000_000.0)
+    b = Replica(kube2, lease, "b", start=1_000_000.0 + 3600)  # renewTimes look an hour old
     async with anyio.create_task_group() as tg:
         tg.start_soon(a.run)
         await a.settle()
@@ -132,13 +123,13 @@ async def test_partitioned_leader_steps_down_exactly_at_renew_deadline(
         sock.bind(("127.0.0.1", 0))
         dead = f"https://127.0.0.1:{sock.getsockname()[1]}"
     lease = f"partition-{uuid.uuid4().hex[:6]}"
-    async with await new_api_client(control_plane.kubeconfig) as api:
-        a = Replica(api, lease, "a", start=5_000.0)
+    async with kc.connect(control_plane.kubeconfig) as kube:
+        a = Replica(kube, lease, "a", start=5_000.0)
         async with anyio.create_task_group() as tg:
             tg.start_soon(a.run)
             await a.settle()
             await a.step(2)  # two good renewals; the last one started at +0.5s
-            api.configuration.host = dead
+            kube.creds = dataclasses.replace(kube.creds, server=dead)
             await a.step(int(RENEW / RETRY) - 1)  # failures up to +1.75s: 1.25s since renewal
             assert a.leading and a.elector.is_leader
             await a.step()  # +2.0s: 1.5s since the last renewal started

@@ -45,6 +45,13 @@ _NORMALIZED = {
     "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
 }
 
+# Simulated Nodes and the kwok beside them (sandbox/kwok.py): kwok adopts Nodes annotated
+# KWOK_NODE; its node-agent Stage removes the startup taints listed (comma-separated keys) in
+# AGENT_TAINTS after AGENT_DELAY (a Go duration) once the Node is Ready.
+KWOK_NODE = ("kwok.x-k8s.io/node", "fake")
+AGENT_TAINTS = "simulated.karpenter.sh/agent-removes-taints"
+AGENT_DELAY = "simulated.karpenter.sh/agent-delay"
+
 RESTRICTED_DOMAINS = ("karpenter.sh",)
 RESTRICTED_LABELS = frozenset({HOSTNAME})
 

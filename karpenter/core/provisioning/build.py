@@ -167,6 +167,7 @@ class PassContext:
     skipped_pools: dict[str, str]
     excluded: frozenset[int]  # indexes into ``existing`` this pass must not use
     free: FreeIndex
+    existing_index: Mapping[str, int]  # node (or in-flight claim) name → index in ``existing``
 
     def pod_groups(self, work: PodWork) -> PodGroups:
         """The topology groups a pod must satisfy in its current relaxation state."""
@@ -557,6 +558,7 @@ def build_context(
         dict(skipped),
         out,
         base.free.without(out),
+        base.index,
     )
     ignore = options.preference_policy == "Ignore"
     for pod in pending:

@@ -9,7 +9,7 @@ for a NodeClaim of its NodePool, so the pool's startup taints are the ones it ig
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from karpenter.core.model import labels as lbl
@@ -143,7 +143,39 @@ def _claim_resources(
     it = types.get(labels.get(lbl.INSTANCE_TYPE, ""))
     if it is not None:
         return it.allocatable, it.capacity
+    guaranteed = _guaranteed(claim, types)
+    if guaranteed is not None:
+        return guaranteed
     return claim.requests, claim.requests
+
+
+def _guaranteed(
+    claim: NodeClaim, types: Mapping[str, InstanceType]
+) -> tuple[res.Resources, res.Resources] | None:
+    """What a claim not launched yet will have whichever of its types the cloud picks: per
+    resource, the least over the types it allows that hold its requests (the cloud launches
+    one of those). Pods that fit in that fit on the node it becomes."""
+    try:
+        req = from_selector_terms(claim.requirements).get(lbl.INSTANCE_TYPE)
+    except ValueError:
+        return None
+    if req is None or req.complement:
+        return None
+    options = [
+        it
+        for name in sorted(req.values)
+        if (it := types.get(name)) is not None and res.fits(claim.requests, it.allocatable)
+    ]
+    if not options:
+        return None
+    alloc = _least(it.allocatable for it in options)
+    return alloc, _least(it.capacity for it in options)
+
+
+def _least(all_resources: Iterable[res.Resources]) -> res.Resources:
+    listed = list(all_resources)
+    keys = set(listed[0]).intersection(*listed[1:])
+    return {k: min(r[k] for r in listed) for k in sorted(keys)}
 
 
 def state_nodes(cluster: Cluster, types: Mapping[str, InstanceType]) -> list[StateNode]:

@@ -7,6 +7,11 @@ from the highest-weight NodePool that can serve it. A pod that cannot be placed 
 preference relaxed and is retried; pods still failing go to the back of the queue, because pods
 placed later can satisfy their affinity. The pass ends when a full round places nothing.
 
+Pods an earlier pass placed on capacity that is still in flight (they carry that node or claim
+as ``nominated_node_name``) go back there first, before any other pod is placed: re-packing the
+same pods into the same bins in another order can leave some out, and a pass must never open
+new capacity for pods that fit on in-flight claims.
+
 Speed comes from doing less work: per-signature cursors skip targets that rejected an identical
 pod for a reason that cannot heal, instance types are bitmasks (see ``catalog``), and topology
 counts are incremental. In-flight claims are tried in creation order (first fit), which packs
@@ -93,7 +98,8 @@ class Scheduler:
     def run(self, pending: Sequence[Pod]) -> dict[str, str]:
         """Place every pod it can; returns reasons for those it cannot, by pod key."""
         ignore = self.ctx.options.preference_policy == "Ignore"
-        queue = deque(PodWork.of(p, ignore) for p in sorted(pending, key=queue_order))
+        works = [PodWork.of(p, ignore) for p in sorted(pending, key=queue_order)]
+        queue = deque(w for w in works if not self._back_to_nomination(w))
         while queue:
             retry: deque[PodWork] = deque()
             progressed = False
@@ -108,6 +114,23 @@ class Scheduler:
                 break
             queue = retry
         return self._reasons
+
+    def _back_to_nomination(self, work: PodWork) -> bool:
+        """Place the pod on the node or claim an earlier pass placed it on, if it still fits."""
+        target = work.pod.nominated_node_name
+        index = self.ctx.existing_index.get(target) if target else None
+        if index is None or index in self.ctx.excluded:
+            return False
+        try:
+            volumes = self.ctx.volumes.resolve(work.pod)
+        except VolumeError:
+            return False
+        groups = self._groups_of(work)
+        node = self.ctx.existing[index]
+        if isinstance(try_existing(node, work, groups, volumes, self.ctx.topology), Reject):
+            return False
+        self._place_existing(index, work, groups, volumes)
+        return True
 
     def _try_schedule(self, work: PodWork) -> bool:
         try:
@@ -166,18 +189,22 @@ class Scheduler:
                 if outcome.permanent:
                     cursor.reject(index)
                 continue
-            if index not in self._owned:
-                node = nodes[index] = copy_existing(node)
-                self._owned.add(index)
-                self._free.replace(index, node.remaining)
-            self._commit_existing(node, work, groups, volumes)
-            self._free.update(index)
-            if self.placements is not None:
-                self.placements.append(
-                    costpass.Placement(work, groups, volumes, node, node.requirements)
-                )
+            self._place_existing(index, work, groups, volumes)
             return True
         return False
+
+    def _place_existing(
+        self, index: int, work: PodWork, groups: PodGroups, volumes: PodVolumes
+    ) -> None:
+        node = self.ctx.existing[index]
+        if index not in self._owned:
+            node = self.ctx.existing[index] = copy_existing(node)
+            self._owned.add(index)
+            self._free.replace(index, node.remaining)
+        self._commit_existing(node, work, groups, volumes)
+        self._free.update(index)
+        if self.placements is not None:
+            self.placements.append(costpass.Placement(work, groups, volumes, node, node.requirements))
 
     def _add_inflight(
         self, work: PodWork, volumes: PodVolumes, groups: PodGroups, memo: _Memo

@@ -1,23 +1,32 @@
-"""The simulated cloud: an in-memory provider that "boots" a Node object for each launch.
+"""The simulated cloud: a provider whose instances are records in the cluster and whose
+machines are Node objects that kwok brings to life.
 
 Like upstream's kwok provider, it lets the whole controller run against a real apiserver with
 no machines. ``create`` picks the cheapest available offering the NodeClaim allows from a
-catalog (the ``fake`` catalog or explicit types, as ``simulate`` uses), records an instance,
-and after ``boot_delay_s`` creates a Node carrying the instance type's capacity, the claim's
-labels and taints, the ``karpenter.sh/unregistered`` taint a real kubelet would register with,
-a ``Ready`` condition, and providerID ``simulated://<claim name>``. ``delete`` removes the Node
-and the instance; afterwards every call reports NodeClaimNotFound, as the port requires.
-Offerings can be marked out of capacity to exercise the insufficient-capacity path.
+catalog (the ``fake`` catalog or explicit types, as ``simulate`` uses) and stores an instance
+record (``instances``: one ConfigMap per instance); ``boot_delay_s`` later the
+instance registers its Node — created with its status in the same call (capacity,
+allocatable, an address, node info; the apiserver keeps a Node's status on create), the
+claim's labels and taints, the ``karpenter.sh/unregistered`` taint a kubelet registers with,
+kwok's annotation so kwok adopts it and turns it Ready, and providerID
+``simulated://<claim name>``. The claim's startup taints are listed for the node agent (a kwok
+Stage), which removes them ``startup_agent_delay_s`` after the Node is Ready, as a CNI agent
+would. ``delete`` removes the record, then the Node; afterwards every call reports
+NodeClaimNotFound, as the port requires. Offerings can be marked out of capacity.
 
-Node creation runs in the provider's own task group (``run``), so a launch call returns as soon
-as the instance is recorded, just as a cloud API returns before the machine has booted.
+Restart safety: nothing lives only in this process. ``run`` (re)loads the records: instances
+not booted yet boot when due, Nodes whose record is gone (terminated instances) are deleted as
+a cloud's node lifecycle controller would, and records no NodeClaim owns for a minute (a launch
+whose claim was deleted mid-flight) are terminated. Booting runs in ``run``'s task group, so a
+launch returns as soon as the record is stored, as a cloud API returns before the machine boots.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import anyio
 import anyio.abc
@@ -41,23 +50,17 @@ from karpenter.core.scheduling.requirements import (
     from_selector_terms,
 )
 from karpenter.kube import codec, errors
-from karpenter.kube.client import NODES, KubeClient, Obj
+from karpenter.kube.client import NODECLAIMS, NODES, KubeClient, Obj
+from karpenter.providers.simulated.instances import Record, Records
 
 PROVIDER_PREFIX = "simulated://"
-IMAGE_ID = "simulated-image"
 _NODE_CREATE_ATTEMPTS = 5
-
-
-@dataclass(frozen=True, slots=True)
-class Instance:
-    """A "running machine": which claim it serves and what it is."""
-
-    claim_name: str
-    provider_id: str
-    instance_type: InstanceType
-    offering: Offering
-    labels: dict[str, str]
-    claim: NodeClaim
+_NODE_ADDRESSES = 1 << 20  # 172.16.0.0/12
+RECONCILE_S = 15.0  # how often records, Nodes and NodeClaims are compared
+LEAK_GRACE_S = 60.0  # a record no NodeClaim owns for this long is a leaked launch
+# A Node whose instance is gone is deleted after this long, as a cloud's node lifecycle
+# controller does once the machine stops answering (it is seen here at one sweep, then gone).
+ORPHAN_NODE_GRACE_S = 120.0
 
 
 def _allows(reqs: Requirements, key: str, value: str) -> bool:
@@ -76,7 +79,7 @@ def _offerings(it: InstanceType, reqs: Requirements) -> list[Offering]:
 
 
 class SimulatedCloud:
-    """An in-memory CloudProvider whose instances are Node objects in the apiserver."""
+    """A CloudProvider whose instances are records and Node objects in the apiserver."""
 
     def __init__(
         self,
@@ -86,15 +89,19 @@ class SimulatedCloud:
         *,
         boot_delay_s: float = 0.0,
         advertise_unavailable: bool = True,
+        startup_agent_delay_s: float | None = 1.0,
     ) -> None:
         self.kube = kube
+        self.records = Records(kube)
         self.catalog = tuple(catalog)
         self.clock = clock
         self.boot_delay_s = boot_delay_s
+        # When the node agent removes the claim's startup taints after the Node is Ready;
+        # None leaves them for someone else (a test, a real agent DaemonSet).
+        self.startup_agent_delay_s = startup_agent_delay_s
         # False models a cloud whose price list does not know about the shortage yet: the
         # solver picks the offering and only the launch fails.
         self.advertise_unavailable = advertise_unavailable
-        self.instances: dict[str, Instance] = {}
         # NodeClaim name → drift reason the provider reports (tests, chaos experiments)
         self.drifted: dict[str, str] = {}
         # as upstream's kwok provider: a node NotReady (or unknown) for 10 minutes is replaced
@@ -106,6 +113,8 @@ class SimulatedCloud:
         self.create_calls = 0
         self._create_errors: dict[str, list[Exception]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
+        self._booting: set[str] = set()
+        self._orphaned: dict[str, float] = {}  # Node name → when first seen without a record
         self._log = structlog.get_logger().bind(cloud="simulated")
 
     @property
@@ -116,51 +125,58 @@ class SimulatedCloud:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Own the task group that boots Nodes; returns only when cancelled."""
+        """Own the task group that boots Nodes, and keep records, Nodes and NodeClaims in
+        step (see the module docstring); returns only when cancelled."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            task_status.started()
             try:
-                await anyio.sleep_forever()
+                await self.records.ensure_namespace()
+                await self._reconcile_quietly()
+                task_status.started()
+                while True:
+                    await self.clock.sleep(RECONCILE_S)
+                    await self._reconcile_quietly()
             finally:
                 self._tg = None
 
-    async def _adopt(self) -> None:
+    async def _reconcile_quietly(self) -> None:
         try:
-            nodes, _ = await self.kube.list(NODES)
+            await self.reconcile()
         except (errors.ApiError, OSError) as err:
-            self._log.warning("cannot adopt existing instances", error=str(err))
+            self._log.warning("instance reconciliation failed", error=str(err))
+
+    async def reconcile(self) -> None:
+        """Boot what is due, delete Nodes of terminated instances, terminate leaked ones."""
+        # Nodes before records: a Node listed first had its record before it, so a record
+        # missing from the later list was deleted, never not-yet-written.
+        nodes, _ = await self.kube.list(NODES)
+        records = await self.records.list()
+        # Records before NodeClaims, for the same reason: a claim precedes its record.
+        claims, _ = await self.kube.list(NODECLAIMS)
+        booted = {codec.name(n) for n in nodes if _simulated(n)}
+        await self._delete_orphans(booted - {r.name for r in records})
+        owned = {codec.name(c) for c in claims}
+        now = self.clock.now()
+        for record in records:
+            if record.name not in owned and now - record.launched_at >= LEAK_GRACE_S:
+                self._log.info("terminating leaked instance", instance=record.name)
+                await self._terminate(record.name)
+            elif record.name not in booted:
+                self._boot_soon(record)
+
+    async def _delete_orphans(self, orphans: set[str]) -> None:
+        now = self.clock.now()
+        self._orphaned = {n: self._orphaned.get(n, now) for n in orphans}
+        for name, since in sorted(self._orphaned.items()):
+            if now - since >= ORPHAN_NODE_GRACE_S:
+                self._log.info("deleting the node of a terminated instance", node=name)
+                await self._delete_node(name)
+
+    def _boot_soon(self, record: Record) -> None:
+        if self._tg is None or record.name in self._booting:
             return
-        by_name = {it.name: it for it in self.catalog}
-        for node in nodes:
-            provider_id = str((node.get("spec") or {}).get("providerID") or "")
-            labels = dict(codec.meta(node).get("labels") or {})
-            it = by_name.get(labels.get(lbl.INSTANCE_TYPE, ""))
-            if not provider_id.startswith(PROVIDER_PREFIX) or it is None:
-                continue
-            offer = next(
-                (
-                    o
-                    for o in it.offerings
-                    if o.zone == labels.get(lbl.ZONE)
-                    and o.capacity_type == labels.get(lbl.CAPACITY_TYPE)
-                ),
-                it.offerings[0],
-            )
-            name = provider_id.removeprefix(PROVIDER_PREFIX)
-            claim = NodeClaim(
-                name,
-                labels.get(lbl.NODEPOOL, ""),
-                labels,
-                provider_id=provider_id,
-                image_id=IMAGE_ID,
-                capacity=dict(it.capacity),
-                allocatable=it.allocatable,
-                launched=True,
-            )
-            self.instances[name] = Instance(name, provider_id, it, offer, labels, claim)
-        if self.instances:
-            self._log.info("adopted instances", count=len(self.instances))
+        self._booting.add(record.name)
+        self._tg.start_soon(self._boot, record)
 
     def inject_create_errors(self, *errs: Exception, nodepool: str = "") -> None:
         """The next ``len(errs)`` launches (of ``nodepool``'s claims, or of any claim when it
@@ -194,15 +210,18 @@ class SimulatedCloud:
         return dataclasses.replace(it, offerings=offers)
 
     async def create(self, claim: NodeClaim) -> NodeClaim:
-        """Launch the cheapest offering the claim allows; the Node follows after the delay."""
+        """Launch the cheapest offering the claim allows; the Node follows after the delay.
+
+        Idempotent per claim: a retried launch (a restart after the record was stored but
+        before the claim said so) returns the instance already launched for it."""
         self.create_calls += 1
         for key in (claim.nodepool, ""):
             queued = self._create_errors.get(key)
             if queued:
                 raise queued.pop(0)
-        existing = self.instances.get(claim.name)
-        if existing is not None:  # a retried launch of the same claim is idempotent
-            return existing.claim
+        existing = await self.records.get(claim.name)
+        if existing is not None:
+            return existing.claim()
         try:
             reqs = from_selector_terms(claim.requirements)
         except RequirementError as err:
@@ -213,13 +232,10 @@ class SimulatedCloud:
                 "no instance type with an available offering satisfies the NodeClaim",
                 tuple(refused),
             )
-        instance = self._instance(claim, reqs, it, offer)
-        self.instances[claim.name] = instance
-        if self._tg is None:
-            raise RuntimeError("SimulatedCloud.run() is not running")
-        self._tg.start_soon(self._boot, instance)
+        record = await self.records.create(self._record(claim, reqs, it, offer))
+        self._boot_soon(record)
         self._log.info("launched", nodeclaim=claim.name, instance_type=it.name, zone=offer.zone)
-        return instance.claim
+        return record.claim()
 
     def _choose(
         self, claim: NodeClaim, reqs: Requirements
@@ -242,9 +258,9 @@ class SimulatedCloud:
             return None, None, refused
         return best[2], best[3], refused
 
-    def _instance(
+    def _record(
         self, claim: NodeClaim, reqs: Requirements, it: InstanceType, offer: Offering
-    ) -> Instance:
+    ) -> Record:
         narrowed = reqs.intersect(
             Requirements(
                 (
@@ -264,89 +280,58 @@ class SimulatedCloud:
         labels.update(claim.labels)
         labels[lbl.HOSTNAME] = claim.name
         provider_id = f"{PROVIDER_PREFIX}{claim.name}"
-        launched = dataclasses.replace(
-            claim,
-            labels=dict(sorted(labels.items())),
-            provider_id=provider_id,
-            image_id=IMAGE_ID,
-            capacity=dict(it.capacity),
-            allocatable=it.allocatable,
-            launched=True,
+        node = node_manifest(
+            claim, provider_id, dict(sorted(labels.items())), it, self.startup_agent_delay_s
         )
-        return Instance(claim.name, provider_id, it, offer, labels, launched)
+        now = self.clock.now()
+        return Record(claim.name, provider_id, node, now, now + self.boot_delay_s)
 
-    async def _boot(self, instance: Instance) -> None:
-        await self.clock.sleep(self.boot_delay_s)
-        for attempt in range(_NODE_CREATE_ATTEMPTS):
-            if instance.claim_name not in self.instances:
-                return  # terminated before it booted
-            try:
-                await self._create_node(instance)
-                return
-            except errors.AlreadyExists:
-                return
-            except (errors.ApiError, OSError) as err:
-                self._log.warning("node boot failed", node=instance.claim_name, error=str(err))
-                await self.clock.sleep(0.5 * (attempt + 1))
-
-    async def _create_node(self, instance: Instance) -> None:
-        claim = instance.claim
-        taints = codec.merge_taints(
-            [{"key": lbl.TAINT_UNREGISTERED, "effect": "NoExecute"}],
-            [codec.taint(t) for t in (*claim.taints, *claim.startup_taints)],
-        )
-        body: Obj = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": instance.claim_name, "labels": instance.labels},
-            "spec": {"providerID": instance.provider_id, "taints": taints},
-        }
-        await self.kube.create(NODES, body)
-        # The apiserver drops status on create; a kubelet reports it right after, as here.
-        resources = codec.resource_list(instance.instance_type.allocatable)
-        capacity = codec.resource_list(instance.instance_type.capacity)
-        now = codec.rfc3339(self.clock.now())
-        ready = {
-            "type": "Ready",
-            "status": "True",
-            "reason": "KubeletReady",
-            "message": "simulated kubelet is posting ready status",
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }
-        status = {"capacity": capacity, "allocatable": resources, "conditions": [ready]}
-        await self.kube.merge_patch(
-            NODES, instance.claim_name, {"status": status}, subresource="status"
-        )
+    async def _boot(self, record: Record) -> None:
+        try:
+            await self.clock.sleep(record.boot_at - self.clock.now())
+            for attempt in range(_NODE_CREATE_ATTEMPTS):
+                try:
+                    if await self.records.get(record.name) is None:
+                        return  # terminated before it booted
+                    await self.kube.create(NODES, record.node)
+                    return
+                except errors.AlreadyExists:
+                    return
+                except (errors.ApiError, OSError) as err:
+                    self._log.warning("node boot failed", node=record.name, error=str(err))
+                    await self.clock.sleep(0.5 * (attempt + 1))
+        finally:
+            self._booting.discard(record.name)
 
     async def delete(self, claim: NodeClaim) -> None:
-        """Terminate: the Node goes away; NodeClaimNotFound once the instance is gone."""
-        instance = self._find(claim)
-        if instance is None:
+        """Terminate: the record, then the Node; NodeClaimNotFound once the instance is gone."""
+        name = _instance_name(claim.provider_id) or claim.name
+        if not await self._terminate(name):
             raise NodeClaimNotFoundError(f"instance for {claim.name} not found")
-        del self.instances[instance.claim_name]
+
+    async def _terminate(self, name: str) -> bool:
+        removed = await self.records.delete(name)
+        # a crash between the two leaves a Node without record, which ``reconcile`` deletes
+        await self._delete_node(name)
+        return removed
+
+    async def _delete_node(self, name: str) -> None:
         try:
-            await self.kube.delete(NODES, instance.claim_name)
+            await self.kube.delete(NODES, name)
         except errors.NotFound:
             pass
 
-    def _find(self, claim: NodeClaim) -> Instance | None:
-        if claim.provider_id:
-            for instance in self.instances.values():
-                if instance.provider_id == claim.provider_id:
-                    return instance
-        return self.instances.get(claim.name)
-
     async def get(self, provider_id: str) -> NodeClaim:
         """The instance with this provider id."""
-        for instance in self.instances.values():
-            if instance.provider_id == provider_id:
-                return instance.claim
-        raise NodeClaimNotFoundError(f"no instance {provider_id}")
+        name = _instance_name(provider_id)
+        record = await self.records.get(name) if name else None
+        if record is None or record.provider_id != provider_id:
+            raise NodeClaimNotFoundError(f"no instance {provider_id}")
+        return record.claim()
 
     async def list(self) -> list[NodeClaim]:
-        """Every running instance."""
-        return [i.claim for _, i in sorted(self.instances.items())]
+        """Every running (or booting) instance."""
+        return [r.claim() for r in await self.records.list()]
 
     def repair_policies(self) -> tuple[RepairPolicy, ...]:
         """``repair`` (tests shorten the tolerations)."""
@@ -355,3 +340,57 @@ class SimulatedCloud:
     async def is_drifted(self, claim: NodeClaim) -> str:
         """What ``drifted`` says for the claim ("" unless a test marked it)."""
         return self.drifted.get(claim.name, "")
+
+
+def _instance_name(provider_id: str) -> str:
+    return (
+        provider_id.removeprefix(PROVIDER_PREFIX) if provider_id.startswith(PROVIDER_PREFIX) else ""
+    )
+
+
+def _simulated(node: Obj) -> bool:
+    return str((node.get("spec") or {}).get("providerID") or "").startswith(PROVIDER_PREFIX)
+
+
+def node_manifest(
+    claim: NodeClaim,
+    provider_id: str,
+    labels: dict[str, str],
+    it: InstanceType,
+    agent_delay_s: float | None,
+) -> Obj:
+    """The Node a booted instance registers: labels, taints (with ``karpenter.sh/unregistered``
+    as a kubelet registers), and its status — capacity, allocatable, an address, node info —
+    in the same create call (the apiserver keeps a Node's status on create), so kwok, which
+    turns it Ready, never sees it without capacity and never fills in its own defaults."""
+    taints = codec.merge_taints(
+        [{"key": lbl.TAINT_UNREGISTERED, "effect": "NoExecute"}],
+        [codec.taint(t) for t in (*claim.taints, *claim.startup_taints)],
+    )
+    # kwok's convention (upstream's kwok provider sets it too): kwok adopts the Node
+    annotations = {lbl.KWOK_NODE[0]: lbl.KWOK_NODE[1]}
+    if claim.startup_taints and agent_delay_s is not None:
+        annotations[lbl.AGENT_TAINTS] = ",".join(sorted({t.key for t in claim.startup_taints}))
+        annotations[lbl.AGENT_DELAY] = f"{agent_delay_s:g}s"
+    offset = zlib.crc32(claim.name.encode()) % _NODE_ADDRESSES
+    address = str(ipaddress.IPv4Address("172.16.0.0") + offset)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": claim.name, "labels": labels, "annotations": annotations},
+        "spec": {"providerID": provider_id, "taints": taints},
+        "status": {
+            "capacity": codec.resource_list(it.capacity),
+            "allocatable": codec.resource_list(it.allocatable),
+            "addresses": [
+                {"type": "InternalIP", "address": address},
+                {"type": "Hostname", "address": claim.name},
+            ],
+            "nodeInfo": {
+                "architecture": labels.get(lbl.ARCH, "amd64"),
+                "operatingSystem": labels.get(lbl.OS, "linux"),
+                "kubeletVersion": "simulated",
+            },
+            "phase": "Pending",
+        },
+    }

@@ -24,11 +24,15 @@ class SimulatedProvider:
 
     catalog: tuple[InstanceType, ...]
     boot_delay_s: float = 0.0
+    # when the node agent removes startup taints after a Node is Ready; None: never
+    startup_agent_delay_s: float | None = 1.0
 
     @classmethod
     def from_flags(cls, flags: argparse.Namespace) -> SimulatedProvider:
-        """``--catalog`` and ``--boot-delay`` (ProviderConfigError on a bad catalog)."""
-        return cls(parse_catalog(flags.catalog), flags.boot_delay)
+        """``--catalog``, ``--boot-delay`` and ``--startup-taint-delay`` (negative: never)
+        (ProviderConfigError on a bad catalog)."""
+        agent = getattr(flags, "startup_taint_delay", 1.0)
+        return cls(parse_catalog(flags.catalog), flags.boot_delay, agent if agent >= 0 else None)
 
     def startup(self) -> SimulatedProvider:
         """Nothing to look up before the process starts."""
@@ -37,5 +41,11 @@ class SimulatedProvider:
     @contextlib.asynccontextmanager
     async def open(self, host: Host) -> AsyncIterator[Plugin]:
         """The simulated cloud on ``host``'s apiserver, with its node-booting service."""
-        cloud = SimulatedCloud(host.kube, self.catalog, host.clock, boot_delay_s=self.boot_delay_s)
+        cloud = SimulatedCloud(
+            host.kube,
+            self.catalog,
+            host.clock,
+            boot_delay_s=self.boot_delay_s,
+            startup_agent_delay_s=self.startup_agent_delay_s,
+        )
         yield Plugin(cloud, host.settings.core_options(), services=(cloud.run,))

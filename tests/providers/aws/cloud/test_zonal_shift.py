@@ -191,6 +191,7 @@ class _Recorder(EventRecorder):
         message: str,
         *,
         dedupe_s: float = 0.0,
+        background: bool = False,
     ) -> bool:
         self.posted.append((str(involved["kind"]), str(involved["name"]), event_type, reason))
         return True

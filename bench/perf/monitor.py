@@ -1,0 +1,179 @@
+"""Watching a perf phase from outside: pods Running, the fleet, and when it settles.
+
+Everything is read from the apiserver the way upstream's suite reads it: a node counts when it
+carries ``karpenter.sh/nodepool``; utilisation is upstream's "reserved" utilisation — per node,
+the requests of its non-terminal pods over its allocatable, averaged over the nodes; the fleet
+price is the catalogue price of each node's (instance type, zone, capacity type). A phase ends
+when its pods are all Running (scale-out), and, for consolidation and drift, when no node has
+appeared, gone or been marked for disruption for ``quiet_s`` seconds; its duration runs to the
+last such change (the quiet wait itself is not counted).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import anyio
+
+from bench.perf.processes import Sampler
+from karpenter.aio.clock import RealClock
+from karpenter.core.model import quantity
+from karpenter.kube import client as kc
+from karpenter.kube import codec
+
+POLL_S = 1.0
+T = TypeVar("T")
+Prices = Mapping[tuple[str, str, str], float]
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The cluster at one moment."""
+
+    nodes: int
+    price: float
+    cpu_util: float
+    memory_util: float
+    running: int
+    pending: int
+    disrupting: int
+    signature: frozenset[str]  # node names, with a mark on those being disrupted
+
+
+def _node_key(node: kc.Obj) -> tuple[str, str, str]:
+    labels = codec.meta(node).get("labels") or {}
+    return (
+        labels.get("node.kubernetes.io/instance-type", ""),
+        labels.get("topology.kubernetes.io/zone", ""),
+        labels.get("karpenter.sh/capacity-type", ""),
+    )
+
+
+def _disrupting(node: kc.Obj) -> bool:
+    taints = (node.get("spec") or {}).get("taints") or []
+    return bool(codec.meta(node).get("deletionTimestamp")) or any(
+        t.get("key") == "karpenter.sh/disrupted" for t in taints
+    )
+
+
+def _requests(pod: kc.Obj) -> tuple[float, float]:
+    cpu = mem = 0.0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        req = (container.get("resources") or {}).get("requests") or {}
+        cpu += quantity.parse_quantity(str(req.get("cpu", "0"))) / 1000
+        mem += quantity.parse_quantity(str(req.get("memory", "0"))) / 1000
+    return cpu, mem
+
+
+async def fleet(kube: kc.KubeClient, prices: Prices) -> Fleet:
+    """Nodes, price, utilisation and pod counts now."""
+    nodes, _ = await kube.list(kc.NODES, label_selector="karpenter.sh/nodepool")
+    pods, _ = await kube.list(kc.PODS, label_selector="testing/cluster=unspecified")
+    used: dict[str, list[float]] = {}
+    running = pending = 0
+    for pod in pods:
+        phase = (pod.get("status") or {}).get("phase")
+        if codec.meta(pod).get("deletionTimestamp") is None:
+            running += phase == "Running"
+            pending += phase == "Pending"
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and phase not in ("Succeeded", "Failed"):
+            cpu, mem = _requests(pod)
+            total = used.setdefault(node, [0.0, 0.0])
+            total[0] += cpu
+            total[1] += mem
+    cpu_utils, mem_utils = [], []
+    for node in nodes:
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        cpu = quantity.parse_quantity(str(alloc.get("cpu", "0"))) / 1000
+        mem = quantity.parse_quantity(str(alloc.get("memory", "0"))) / 1000
+        cpu_used, mem_used = used.get(codec.name(node), [0.0, 0.0])
+        if cpu:
+            cpu_utils.append(cpu_used / cpu)
+        if mem:
+            mem_utils.append(mem_used / mem)
+    return Fleet(
+        len(nodes),
+        sum(prices.get(_node_key(n), 0.0) for n in nodes),
+        sum(cpu_utils) / len(cpu_utils) if cpu_utils else 0.0,
+        sum(mem_utils) / len(mem_utils) if mem_utils else 0.0,
+        running,
+        pending,
+        sum(_disrupting(n) for n in nodes),
+        frozenset(codec.name(n) + ("!" if _disrupting(n) else "") for n in nodes),
+    )
+
+
+async def sampled(sampler: Sampler, work: Callable[[], Awaitable[T]]) -> T:
+    """``work()``, with the controller sampled twice a second meanwhile."""
+
+    async def sample() -> None:
+        while True:
+            sampler.sample()
+            await anyio.sleep(0.5)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sample)
+        result = await work()
+        tg.cancel_scope.cancel()
+    return result
+
+
+async def wait_running(kube: kc.KubeClient, pods: int, timeout_s: float, started: float) -> float:
+    """Seconds from ``started`` (wall clock) until ``pods`` pods are Running; the moment is
+    the latest Ready transition among them (1 s resolution), not the poll that saw it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        items, _ = await kube.list(kc.PODS, label_selector="testing/cluster=unspecified")
+        running = [p for p in items if _running(p)]
+        if len(running) >= pods and len(items) == pods:
+            return max(_ready_at(p) for p in running) - started
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(running)}/{pods} pods Running after {timeout_s}s")
+        await anyio.sleep(POLL_S)
+
+
+def _running(pod: kc.Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and not codec.meta(pod).get(
+        "deletionTimestamp"
+    )
+
+
+def _ready_at(pod: kc.Obj) -> float:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") == "True":
+            when = codec.parse_time(str(cond.get("lastTransitionTime")))
+            if when is not None:
+                return when
+    return RealClock().now()
+
+
+async def wait_settled(
+    kube: kc.KubeClient,
+    prices: Prices,
+    pods: int,
+    quiet_s: float,
+    timeout_s: float,
+    extra: Callable[[], Awaitable[bool]] | None = None,
+) -> tuple[float, bool]:
+    """Seconds until the fleet last changed, once ``pods`` run and it stayed unchanged for
+    ``quiet_s``; and whether it settled before ``timeout_s``."""
+    start = time.monotonic()
+    last_change = start
+    seen: frozenset[str] | None = None
+    while True:
+        now_fleet = await fleet(kube, prices)
+        now = time.monotonic()
+        if now_fleet.signature != seen:
+            seen, last_change = now_fleet.signature, now
+        ready = now_fleet.running == pods and not now_fleet.disrupting
+        if ready and extra is not None:
+            ready = await extra()
+        if ready and now - last_change >= quiet_s:
+            return last_change - start, True
+        if now - start > timeout_s:
+            return now - start, False
+        await anyio.sleep(2 * POLL_S)

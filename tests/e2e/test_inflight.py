@@ -1,0 +1,74 @@
+"""Pods arriving over several seconds: later passes use the in-flight claims of earlier ones.
+
+Nodes boot slowly here (8 s), so the first wave's claim is still in flight, its pods still
+pending, when the second wave arrives and a second pass runs. That pass must put the first
+wave back on its claim and must not buy more capacity than one pass over every pod would.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from karpenter.core.model.cluster import Options
+from karpenter.core.provisioning.scheduler import solve
+from karpenter.kube import client as kc
+from tests.e2e import harness
+from tests.e2e.conftest import ControlPlane
+from tests.support import builders as b
+
+pytestmark = pytest.mark.e2e
+
+# Linear prices (per CPU), so "capacity bought" and "price paid" agree.
+CATALOG = (
+    b.instance_type("m-4x", 4, 16, price=0.4, zones=("test-zone-a",)),
+    b.instance_type("m-8x", 8, 32, price=0.8, zones=("test-zone-a",)),
+)
+# The first wave fills one m-4x (3.9 CPU allocatable) exactly; re-packing both waves first-fit
+# around that claim would strand pods and open an m-8x beside it (12 CPU bought, not 8).
+WAVES = (("1600m", "1200m", "1100m"), ("1500m", "1300m", "1100m"))
+CPUS = {"m-4x": 4, "m-8x": 8}
+
+
+def _one_pass_cpus() -> int:
+    """CPUs one provisioning pass over every pod of every wave buys (the same solver)."""
+    pods = [b.pod(cpu=cpu, memory="0") for wave in WAVES for cpu in wave]
+    results = solve(b.cluster(types=CATALOG), pods, Options())
+    return sum(CPUS[c.launch.instance_type] for c in results.new_claims)
+
+
+@pytest.mark.asyncio
+async def test_waves_buy_no_more_than_one_pass(control_plane: ControlPlane) -> None:
+    """Pods arriving in two waves seconds apart get no more capacity than one pass would buy."""
+    async with (
+        harness.running(control_plane.kubeconfig, catalog=CATALOG, boot_delay_s=8.0) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        for wave, cpus in enumerate(WAVES):
+            for i, cpu in enumerate(cpus):
+                await kube.create(kc.PODS, harness.pod(f"w{wave}-{i}", pool, cpu=cpu), ns)
+                await anyio.sleep(0.3)
+            if wave == 0:
+
+                async def first_claim() -> bool:
+                    return len(await harness.claims_of(kube, pool)) == 1
+
+                await harness.eventually(first_claim, "the first wave's NodeClaim")
+                await anyio.sleep(1.0)
+
+        async def all_running() -> bool:
+            pods, _ = await kube.list(kc.PODS, ns)
+            return len(pods) == 6 and all(p["status"].get("phase") == "Running" for p in pods)
+
+        await harness.eventually(all_running, "all six pods Running on kwok nodes")
+        claims = await harness.claims_of(kube, pool)
+        bought = sum(
+            CPUS[c["metadata"]["labels"]["node.kubernetes.io/instance-type"]] for c in claims
+        )
+        assert bought <= _one_pass_cpus() == 8
+        creating = [p for p in op.provisioner.passes if p.created]
+        assert len(creating) >= 2, "each wave must have been its own pass"
+        await harness.cleanup(kube, pool, ns)

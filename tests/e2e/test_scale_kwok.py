@@ -1,0 +1,115 @@
+"""A bounded version of the performance suite on kwok: 200 pods out, then scaled down.
+
+The controller provisions for a 200-replica Deployment; kwok runs every pod on the simulated
+Nodes; the Deployment is scaled to 60 and consolidation drains (pods leave after their grace
+period, as kwok honours it) and removes nodes until the fleet is no bigger than what one
+provisioning pass would buy for the 60 pods plus a little slack (consolidation keeps a node
+whose removal would not make the fleet cheaper). No pod is lost: all 60 run at the end.
+Timings are the benchmark's business (bench/perf_suite.py); this checks behaviour only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from karpenter.api import decode
+from karpenter.core.catalogs.fake import fake_instance_types
+from karpenter.core.model.cluster import Cluster, Options
+from karpenter.core.provisioning.scheduler import solve
+from karpenter.kube import client as kc
+from karpenter.kube import codec
+from tests.e2e import harness
+from tests.e2e.conftest import ControlPlane
+
+pytestmark = pytest.mark.e2e
+
+FAST = (0.5, 1.0)
+CATALOG = 8
+WAIT_S = 240.0
+
+
+def _deployment(pool: str, replicas: int) -> dict[str, Any]:
+    template = harness.pod("x", pool, cpu="450m")
+    template["metadata"] = {"labels": {"app": "scale"}}
+    template["spec"]["terminationGracePeriodSeconds"] = 2
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "scale"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "scale"}},
+            "template": template,
+        },
+    }
+
+
+async def _running(kube: kc.KubeClient, ns: str, count: int) -> list[dict[str, Any]]:
+    pods, _ = await kube.list(kc.PODS, ns)
+    live = [p for p in pods if not codec.meta(p).get("deletionTimestamp")]
+    running = [p for p in live if p["status"].get("phase") == "Running"]
+    return running if len(live) == len(running) == count else []
+
+
+async def _one_pass_nodes(kube: kc.KubeClient, pool: str, ns: str) -> int:
+    """Nodes one provisioning pass buys for the running pods on an empty cluster."""
+    pods, _ = await kube.list(kc.PODS, ns)
+    pending = [
+        decode.pod({**p, "spec": {**p["spec"], "nodeName": ""}, "status": {}})
+        for p in pods
+        if not codec.meta(p).get("deletionTimestamp")
+    ]
+    node_pool = decode.node_pool(await kube.get(kc.NODEPOOLS, pool))
+    cluster = Cluster(nodepools=(node_pool,), instance_types={pool: fake_instance_types(CATALOG)})
+    return len(solve(cluster, pending, Options()).new_claims)
+
+
+@pytest.mark.asyncio
+async def test_200_pods_out_and_back_on_kwok(control_plane: ControlPlane) -> None:
+    """200 pods all Running on kwok nodes; at 60 the fleet consolidates and no pod is lost."""
+    async with (
+        harness.running(
+            control_plane.kubeconfig, catalog_size=CATALOG, disruption_timing=FAST
+        ) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("scale")
+        ns = await harness.namespace(kube)
+        body = harness.nodepool(pool)
+        body["spec"]["disruption"] = {
+            "consolidationPolicy": "WhenEmptyOrUnderutilized",
+            "consolidateAfter": "0s",
+        }
+        await kube.create(kc.NODEPOOLS, body)
+        await kube.create(kc.DEPLOYMENTS, _deployment(pool, 200), ns)
+        running = await harness.eventually(
+            lambda: _running(kube, ns, 200), "200 pods Running on kwok", WAIT_S
+        )
+        assert all(p["status"].get("podIP") for p in running)
+        peak = len(await harness.claims_of(kube, pool))
+
+        await kube.merge_patch(kc.DEPLOYMENTS, "scale", {"spec": {"replicas": 60}}, ns)
+        await harness.eventually(lambda: _running(kube, ns, 60), "60 pods Running", WAIT_S)
+        target = await _one_pass_nodes(kube, pool, ns)
+
+        seen: list[int] = []
+
+        async def consolidated() -> bool:
+            claims = await harness.claims_of(kube, pool)
+            live = [c for c in claims if not codec.meta(c).get("deletionTimestamp")]
+            seen.append(len(claims))
+            return len(claims) == len(live) <= target + 1 and bool(await _running(kube, ns, 60))
+
+        try:
+            await harness.eventually(consolidated, f"at most {target + 1} nodes", WAIT_S)
+        except AssertionError as err:
+            raise AssertionError(
+                f"{err}; node counts seen: {seen[::10]} (last {seen[-1:]})"
+            ) from None
+        assert peak > target + 1, "the scale-down must have had something to consolidate"
+        assert op.disruption.executed
+        deployment = await kube.get(kc.DEPLOYMENTS, "scale", ns)
+        assert deployment["status"].get("availableReplicas") == 60
+        await harness.cleanup(kube, pool, ns)
