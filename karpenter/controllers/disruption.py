@@ -25,7 +25,7 @@ from karpenter.controllers.disruption_queue import (
     REPLACEMENT_TIMEOUT_S,
     DisruptionQueue,
 )
-from karpenter.controllers.provisioner import instance_types
+from karpenter.controllers.launching import instance_types
 from karpenter.core.disruption.candidates import SurveyMemo
 from karpenter.core.disruption.commands import (
     METHOD_EMPTINESS,

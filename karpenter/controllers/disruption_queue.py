@@ -30,7 +30,7 @@ from typing import Any
 
 from karpenter.controllers import conditions
 from karpenter.controllers.context import Controller, ControllerContext
-from karpenter.controllers.provisioner import create_nodeclaim
+from karpenter.controllers.launching import create_nodeclaim
 from karpenter.core.disruption.commands import (
     METHOD_EMPTINESS,
     METHOD_MULTI,

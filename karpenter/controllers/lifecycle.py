@@ -21,7 +21,7 @@ reconcile never acts on a version older than its own write.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -43,8 +43,15 @@ from karpenter.core.scheduling.taints import Taint
 from karpenter.kube import codec, errors, events
 from karpenter.kube.client import NODECLAIMS, NODES, Obj
 
-if TYPE_CHECKING:
-    from karpenter.controllers.registration_health import RegistrationHealth
+
+class RegistrationOutcomes(Protocol):
+    """Who counts registration outcomes per NodePool (``registration_health`` does): a port,
+    so lifecycle does not import another controller."""
+
+    async def observe(
+        self, claim: NodeClaim, owners: list[Obj], registered: bool, reason: str, message: str
+    ) -> None: ...
+
 
 LAUNCH_TIMEOUT_S = 300.0
 REGISTRATION_TIMEOUT_S = 900.0
@@ -61,7 +68,7 @@ class Lifecycle(Controller):
 
     # Set by the composition root: fed each registration and each launch / registration
     # timeout (NodePool ``NodeRegistrationHealthy``).
-    registration_health: RegistrationHealth | None = None
+    registration_health: RegistrationOutcomes | None = None
 
     def __init__(
         self,

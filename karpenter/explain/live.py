@@ -4,7 +4,7 @@ No watch: the cloud provider chosen by name (``providers.registry``) is opened o
 controller opens it (its services are not run), every resource the controller's mirror holds,
 and the provider's own kinds, are listed once into a fresh ``ClusterState`` (the same
 decoders), each NodePool gets the instance types the provisioner would get
-(``controllers.provisioner.instance_types``: the provider's, with NodeOverlays), and the pure
+(``controllers.launching.instance_types``: the provider's, with NodeOverlays), and the pure
 verdicts of ``explain.pods`` / ``explain.nodes`` are rendered. Setup failures (kubeconfig,
 unreachable apiserver, missing CRDs, no such pod or node) are raised as ``ExplainError`` with
 one line for the person at the terminal.
@@ -22,7 +22,7 @@ import structlog
 
 from karpenter.aio.clock import Clock
 from karpenter.cloud.plugin import Host, Plugin
-from karpenter.controllers.provisioner import instance_types
+from karpenter.controllers.launching import instance_types
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.explain import nodes, pods, render

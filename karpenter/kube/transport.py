@@ -85,7 +85,8 @@ def _named(items: Any, name: str, kind: str) -> Mapping[str, Any]:
     raise ConfigError(f"kubeconfig: no {kind} named {name!r}")
 
 
-def _from_kubeconfig(path: Path, clock: Clock) -> Credentials:
+def _read_kubeconfig(path: Path) -> Mapping[str, Any]:
+    """The document, or one line saying why this file is not a usable kubeconfig."""
     if not path.is_file():
         raise ConfigError(f"kubeconfig {path}: no such file")
     try:
@@ -94,6 +95,11 @@ def _from_kubeconfig(path: Path, clock: Clock) -> Credentials:
         raise ConfigError(f"kubeconfig {path}: {_first_line(err)}") from None
     if not isinstance(doc, dict) or not doc.get("contexts") or not doc.get("clusters"):
         raise ConfigError(f"kubeconfig {path}: not a kubeconfig (no clusters or contexts)")
+    return doc
+
+
+def _from_kubeconfig(path: Path, clock: Clock) -> Credentials:
+    doc = _read_kubeconfig(path)
     current = str(doc.get("current-context") or "")
     if not current:
         raise ConfigError(f"kubeconfig {path}: no current-context")

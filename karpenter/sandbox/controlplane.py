@@ -292,6 +292,7 @@ class LocalControlPlane:
         revision = int(head["header"]["revision"])
         _post_json(f"{base}/compaction", {"revision": revision, "physical": True})
         return revision
+
     def stop_kwok(self) -> None:
         """Stop kwok (no kubelet answers any more: pods stay as they are, deletions hang)."""
         proc = self._processes.get("kwok")

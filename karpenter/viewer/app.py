@@ -198,7 +198,7 @@ async def _main(opts: ViewerOptions, fd: int) -> None:
                 host.state, model.PriceBook(), nodepool=opts.nodepool, selector=labels
             )
             viewer = Viewer(opts, host.state, tracker, clock, plugin)
-            viewer.server = str(getattr(kube.api.configuration, "host", ""))
+            viewer.server = kube.creds.server
             if not os.isatty(fd) or not sys.stdout.isatty():
                 raise ViewerError("needs a terminal (stdin and stdout must be a TTY)")
             with _cbreak(fd):

@@ -204,7 +204,9 @@ class Scheduler:
         self._commit_existing(node, work, groups, volumes)
         self._free.update(index)
         if self.placements is not None:
-            self.placements.append(costpass.Placement(work, groups, volumes, node, node.requirements))
+            self.placements.append(
+                costpass.Placement(work, groups, volumes, node, node.requirements)
+            )
 
     def _add_inflight(
         self, work: PodWork, volumes: PodVolumes, groups: PodGroups, memo: _Memo
