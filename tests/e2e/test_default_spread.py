@@ -51,8 +51,16 @@ async def test_statefulset_pods_get_zonal_claims(
     """
     config = tmp_path / "scheduler.yaml"
     config.write_text(CONFIG)
+    # The real kube-scheduler runs with the stock defaults (ScheduleAnyway): pods it binds to
+    # the first node before a later pass sees them would skew the count, so one batch takes
+    # all six replicas (a 5 s idle window outlasts the StatefulSet controller's pace under load).
     async with (
-        harness.running(control_plane.kubeconfig, SCHEDULER_CONFIG=str(config)) as op,
+        harness.running(
+            control_plane.kubeconfig,
+            SCHEDULER_CONFIG=str(config),
+            BATCH_IDLE_DURATION="5s",
+            BATCH_MAX_DURATION="30s",
+        ) as op,
         kc.connect(control_plane.kubeconfig) as kube,
     ):
         assert op.provisioner.default_spread
