@@ -15,6 +15,15 @@ def provisioning(scenario: Scenario, options: Options) -> output.JSON:
     return output.provisioning_json(results)
 
 
-def disruption(scenario: Scenario, options: Options, now: float) -> output.JSON:
-    """Every disruption command from the scenario's snapshot, each applied before the next."""
-    return output.disruption_json(plan(scenario.cluster, options, now))
+def disruption(
+    scenario: Scenario, options: Options, now: float, *, respect_consolidate_after: bool = False
+) -> output.JSON:
+    """Every disruption command from the scenario's snapshot, each applied before the next
+    (``consolidateAfter`` counted as elapsed unless ``respect_consolidate_after``)."""
+    result = plan(
+        scenario.cluster,
+        options,
+        now,
+        assume_consolidate_after_elapsed=not respect_consolidate_after,
+    )
+    return output.disruption_json(result)

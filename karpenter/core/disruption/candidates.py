@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from karpenter.core.consolidatable import window_start
 from karpenter.core.lifecycle import nodepool_hash
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, PodDisruptionBudget
@@ -289,8 +290,13 @@ def _consolidatable(state: StateNode, pool: NodePool, now: float, assume_elapsed
         return False
     if assume_elapsed:
         return True
+    # The Consolidatable condition's clock (last pod event, else the Initialized transition);
+    # a Node without a NodeClaim, or a claim whose transition time is unknown, counts from
+    # its creation.
     claim = state.claim
-    since = claim.last_pod_event if claim is not None and claim.last_pod_event else None
+    since = window_start(claim) if claim is not None else None
+    if since is None:
+        since = claim.last_pod_event if claim is not None and claim.last_pod_event else None
     return now >= (since if since is not None else _creation(state)) + after
 
 
