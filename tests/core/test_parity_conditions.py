@@ -130,6 +130,29 @@ def test_registration_transitions(
     assert registration.transition(registration.seeded(seed), registered, current) == written
 
 
+@pytest.mark.parametrize(
+    ("condition_gen", "pool_gen", "observed_class", "class_gen", "reset"),
+    [
+        pytest.param(None, 1, None, None, True, id="no-condition-yet"),
+        pytest.param(1, 1, None, None, False, id="no-nodeclass-kind-pool-unchanged"),
+        pytest.param(1, 2, None, None, True, id="pool-edited"),
+        pytest.param(1, 1, 3, 3, False, id="nodeclass-unchanged"),
+        pytest.param(1, 1, 3, 4, True, id="nodeclass-edited"),
+        pytest.param(1, 1, None, 1, True, id="nodeclass-never-observed"),
+    ],
+)
+def test_registration_reset(
+    condition_gen: int | None,
+    pool_gen: int,
+    observed_class: int | None,
+    class_gen: int | None,
+    reset: bool,
+) -> None:
+    """NodeRegistrationHealthy goes back to Unknown when the NodePool or its NodeClass changed
+    since the condition was last reset (upstream's two generations)."""
+    assert registration.needs_reset(condition_gen, pool_gen, observed_class, class_gen) is reset
+
+
 def test_registration_two_failures_flip_false() -> None:
     """Two failed registrations in a row after a healthy start turn the pool unhealthy."""
     history = registration.seeded("True").record(False)
