@@ -19,6 +19,7 @@ from __future__ import annotations
 import anyio
 import anyio.to_thread
 
+from karpenter.controllers import budget_metrics
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.disruption_queue import (
     CONSOLIDATION_TYPE,
@@ -34,6 +35,7 @@ from karpenter.core.disruption.commands import (
     METHOD_SINGLE,
     Command,
 )
+from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.planner import decide
 from karpenter.core.provisioning.build import Reuse
 from karpenter.kube import errors
@@ -96,13 +98,14 @@ class Disruption(Controller):
 
         held = self.queue.held()
 
-        def run() -> Command | None:
-            command, _ = decide(
+        def run() -> tuple[Command | None, DisruptionPass]:
+            return decide(
                 cluster, self.options, now, reuse=self._reuse, survey_memo=self._memo, held=held
             )
-            return command
 
-        return await anyio.to_thread.run_sync(run)
+        command, ps = await anyio.to_thread.run_sync(run)
+        budget_metrics.publish(self.metrics, ps)
+        return command
 
     async def reconcile(self) -> Command | None:
         """One pass: the command started, or None."""
