@@ -145,11 +145,13 @@ class Candidate:
     drift: str = ""
     consolidatable: bool = True
     termination_grace: float | None = None
+    buffer_pods: int = 0  # CapacityBuffer virtual pods it hosts (disruption.headroom)
 
     @property
     def empty(self) -> bool:
-        """No reschedulable pod with a positive eviction cost (upstream's IsEmpty)."""
-        return self.reschedule_cost <= 1.0
+        """No reschedulable pod with a positive eviction cost (upstream's IsEmpty) and no
+        buffer headroom hosted (upstream's emptiness skips nodes with buffer pods)."""
+        return self.reschedule_cost <= 1.0 and not self.buffer_pods
 
     @property
     def savings_ratio(self) -> float:
