@@ -68,6 +68,7 @@ def _informers(
     extra: Sequence[tuple[kc.Resource, Sink]] = (),
     *,
     overlays: bool = False,
+    buffers: bool = False,
 ) -> list[Informer]:
     """The mirror's informers, plus a provider's own (e.g. EC2NodeClasses)."""
     feeds: list[tuple[kc.Resource, Sink]] = [
@@ -86,6 +87,9 @@ def _informers(
     ]
     if overlays:
         feeds.append((kc.NODEOVERLAYS, state.overlays))
+    if buffers:
+        feeds.append((kc.CAPACITYBUFFERS, state.capacity_buffers))
+        feeds.append((kc.PODTEMPLATES, state.pod_templates))
     return [Informer(kube, resource, store, clock) for resource, store in feeds]
 
 
@@ -116,7 +120,12 @@ class Operator:
         self.serve = serve
         gates = settings.feature_gates
         self.informers = _informers(
-            ctx.kube, self.state, ctx.clock, informers, overlays=gates["NodeOverlay"]
+            ctx.kube,
+            self.state,
+            ctx.clock,
+            informers,
+            overlays=gates["NodeOverlay"],
+            buffers=gates["CapacityBuffer"],
         )
         self.state.subscribe(self._observe_state)
 
@@ -176,16 +185,22 @@ class Operator:
             provisioner = self.provisioner
             buffers = CapacityBuffers(ctx, on_change=lambda: provisioner.batcher.trigger(BUFFERS))
             self.capacity_buffers = buffers
-            provisioner.extra_pods = lambda: buffers.pods
+            provisioner.after_pass = buffers.report
         # On the leader, in this order: the queue-driven controllers (each reports started),
         # then the polling loops.
-        self.queued: tuple[Service, ...] = (
-            self.nodepool_status.run,
-            self.termination.run,
-            self.node_termination.run,
-            self.lifecycle.run,
-            self.provisioner.run,
-            self.podevents.run,
+        # (the buffers resolve before the provisioner starts: no pass without its headroom)
+        self.queued: tuple[Service, ...] = tuple(
+            c.run
+            for c in (
+                self.nodepool_status,
+                self.termination,
+                self.node_termination,
+                self.lifecycle,
+                self.capacity_buffers,
+                self.provisioner,
+                self.podevents,
+            )
+            if c is not None
         )
         self.loops: tuple[Callable[[], Coroutine[Any, Any, None]], ...] = tuple(
             c.run
@@ -196,7 +211,6 @@ class Operator:
                 self.consolidatable,
                 self.consistency,
                 self.registration_health,
-                self.capacity_buffers,
                 self.node_health,
                 self.static_capacity,
             )

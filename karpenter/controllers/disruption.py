@@ -109,9 +109,9 @@ class Disruption(Controller):
 
     async def reconcile(self) -> Command | None:
         """One pass: the command started, or None."""
-        if not self.state.synced() or not self.queue.adopted:
-            # a launch in flight changes what fits where, and a previous leader's commands
-            # must be back in the queue before anything new is decided
+        if not self.state.synced() or not self.queue.adopted or not self.state.virtual_pods.warm:
+            # a launch in flight changes what fits where, a previous leader's commands must be
+            # back in the queue and the CapacityBuffers resolved before anything new is decided
             return None
         now = self.clock.now()
         if self._quiet is not None:

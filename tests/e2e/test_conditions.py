@@ -1,5 +1,5 @@
 """The conditions users watch, on a real control plane: Consolidatable, concurrent status writers,
-NodeRegistrationHealthy, the node-shape consistency check, and CapacityBuffer headroom."""
+NodeRegistrationHealthy (and its reset on NodeClass edits), the node-shape consistency check."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ import pytest
 
 from karpenter.aio.clock import RealClock
 from karpenter.controllers import conditions
-from karpenter.controllers.capacity_buffers import CAPACITYBUFFERS, PODTEMPLATES
 from karpenter.controllers.registration_health import RegistrationHealth
-from karpenter.core.buffers import FAKE_POD_ANNOTATION
 from karpenter.core.model.node import NodeClaim
 from karpenter.kube import client as kc
 from karpenter.kube import codec
@@ -175,56 +173,6 @@ async def test_node_shape_inconsistency_is_reported(control_plane: ControlPlane)
         cond = codec.condition(raw, "ConsistentStateFound") or {}
         assert (cond.get("status"), cond.get("reason")) == ("False", "ConsistencyCheckFailed")
         await harness.cleanup(kube, pool, ns)
-
-
-@pytest.mark.asyncio
-async def test_capacity_buffer_launches_headroom(control_plane: ControlPlane) -> None:
-    """With the CapacityBuffer gate on, a buffer of two 1-CPU chunks makes the provisioner
-    launch room for them with no real pod pending; its status says Resolved with 2 replicas."""
-    async with (
-        harness.running(control_plane.kubeconfig, FEATURE_GATES="CapacityBuffer=true") as op,
-        kc.connect(control_plane.kubeconfig) as kube,
-    ):
-        pool = harness.unique("buffer")
-        ns = await harness.namespace(kube)
-        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
-        template = {
-            "apiVersion": "v1",
-            "kind": "PodTemplate",
-            "metadata": {"name": "chunk"},
-            "template": {
-                "metadata": {"labels": {"app": "headroom"}},
-                "spec": harness.pod("x", pool, cpu="1")["spec"],
-            },
-        }
-        await kube.create(PODTEMPLATES, template, ns)
-        buffer = {
-            "apiVersion": "autoscaling.x-k8s.io/v1beta1",
-            "kind": "CapacityBuffer",
-            "metadata": {"name": "web"},
-            "spec": {"podTemplateRef": {"name": "chunk"}, "replicas": 2},
-        }
-        await kube.create(CAPACITYBUFFERS, buffer, ns)
-        assert op.capacity_buffers is not None
-        await op.capacity_buffers.reconcile()
-
-        async def headroom() -> list[dict[str, Any]]:
-            claims = await harness.claims_of(kube, pool)
-            return claims if len(claims) == 1 else []
-
-        [claim] = await harness.eventually(headroom, "a NodeClaim launched for the buffer")
-        raw = await kube.get(CAPACITYBUFFERS, "web", ns)
-        cond = codec.condition(raw, "ReadyForProvisioning") or {}
-        assert (cond.get("status"), cond.get("reason")) == ("True", "Resolved")
-        assert raw["status"]["replicas"] == 2
-        assert raw["status"]["podTemplateRef"] == {"name": "chunk"}
-        pods, _ = await kube.list(kc.PODS, ns)
-        assert not [
-            p for p in pods if FAKE_POD_ANNOTATION in (codec.meta(p).get("annotations") or {})
-        ]
-        await kube.delete(CAPACITYBUFFERS, "web", ns)
-        await harness.cleanup(kube, pool, ns)
-        assert codec.name(claim)
 
 
 @pytest.mark.asyncio
