@@ -138,7 +138,10 @@ def source(spec: BufferSpec) -> Source | Resolution:
     """Which object holds the chunk, or the failed resolution when none can."""
     if spec.strategy != ACTIVE_CAPACITY:
         return _failed(
-            spec, "ResolutionFailed", f"unsupported provisioningStrategy {spec.strategy!r}"
+            spec,
+            "ResolutionFailed",
+            f'unsupported provisioningStrategy "{spec.strategy}" in spec.provisioningStrategy'
+            f' (supported: "{ACTIVE_CAPACITY}")',
         )
     if spec.template:
         return Source("PodTemplate", "podtemplates", spec.template)
@@ -147,10 +150,18 @@ def source(spec: BufferSpec) -> Source | Resolution:
         return _failed(spec, "ResolutionFailed", "Neither podTemplateRef nor scalableRef is set")
     if ref.api_group not in ("", "apps"):
         return _failed(
-            spec, "ResolutionFailed", f'unsupported scalableRef API group "{ref.api_group}"'
+            spec,
+            "ResolutionFailed",
+            f'unsupported scalableRef API group "{ref.api_group}" in spec.scalableRef.apiGroup'
+            ' (supported: "apps")',
         )
     if ref.kind not in SCALABLE_KINDS:
-        return _failed(spec, "ResolutionFailed", f'unsupported kind "{ref.kind}"')
+        return _failed(
+            spec,
+            "ResolutionFailed",
+            f'unsupported kind "{ref.kind}" in spec.scalableRef.kind'
+            f" (supported: {', '.join(sorted(SCALABLE_KINDS))})",
+        )
     return Source(ref.kind, SCALABLE_KINDS[ref.kind], ref.name)
 
 

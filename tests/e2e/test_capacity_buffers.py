@@ -119,7 +119,7 @@ async def test_scalable_ref_percentage_follows_the_deployment(
 ) -> None:
     """A buffer of 50% of a Deployment takes the Deployment's pod template as its chunk and
     keeps ceil(replicas / 2) chunks as the Deployment scales; a missing workload is reported
-    ScalableRefNotFound."""
+    ScalableRefNotFound, an unsupported kind ResolutionFailed naming spec.scalableRef.kind."""
     async with (
         harness.running(control_plane.kubeconfig, FEATURE_GATES=GATE) as op,
         kc.connect(control_plane.kubeconfig) as kube,
@@ -131,9 +131,18 @@ async def test_scalable_ref_percentage_follows_the_deployment(
         await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
         ref = {"apiGroup": "apps", "kind": "Deployment", "name": "api"}
         await kube.create(kc.CAPACITYBUFFERS, _buffer("api", scalableRef=ref, percentage=50), ns)
+        odd = {"apiGroup": "apps", "kind": "DaemonSet", "name": "agents"}
+        await kube.create(kc.CAPACITYBUFFERS, _buffer("odd", scalableRef=odd, replicas=1), ns)
         raw = await harness.eventually(
             lambda: _condition(kube, ns, "api", "ReadyForProvisioning", "False"), "not found"
         )
+        bad = await harness.eventually(
+            lambda: _condition(kube, ns, "odd", "ReadyForProvisioning", "False"), "unsupported"
+        )
+        cond = codec.condition(bad, "ReadyForProvisioning") or {}
+        assert cond["reason"] == "ResolutionFailed"
+        assert 'unsupported kind "DaemonSet" in spec.scalableRef.kind' in cond["message"]
+        assert not op.state.virtual_pods.of(f"{ns}/odd")
         cond = codec.condition(raw, "ReadyForProvisioning") or {}
         assert (cond["reason"], cond["message"]) == (
             "ScalableRefNotFound",
@@ -161,6 +170,7 @@ async def test_scalable_ref_percentage_follows_the_deployment(
         await kube.merge_patch(kc.DEPLOYMENTS, "api", {"spec": {"replicas": 7}}, ns)
         await harness.eventually(lambda: replicas(4), "4 chunks for 7 replicas")
         await kube.delete(kc.CAPACITYBUFFERS, "api", ns)
+        await kube.delete(kc.CAPACITYBUFFERS, "odd", ns)
         await harness.cleanup(kube, pool, ns)
 
 
