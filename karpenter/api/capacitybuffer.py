@@ -18,7 +18,7 @@ controller writes (``ReadyForProvisioning`` with ``Resolved`` / ``PodTemplateNot
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -229,3 +229,37 @@ def chunk(template: Any, namespace: str, name: str, path: str = "template") -> P
 
 def _strings(value: Any, path: str) -> dict[str, str]:
     return {str(key): str(v) for key, v in k.map_of(value, path).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Referenced:
+    """An object a buffer may name (PodTemplate, Deployment, StatefulSet, ReplicaSet), kept
+    whole: ``karpenter simulate`` reads these documents instead of GETting them."""
+
+    kind: str
+    namespace: str
+    name: str
+    body: Mapping[str, Any]
+
+
+def referenced(obj: Mapping[str, Any]) -> Referenced:
+    """A PodTemplate or workload document (its pod template is read when a buffer names it)."""
+    meta = k.map_of(obj.get("metadata"), "metadata")
+    return Referenced(
+        str(obj.get("kind") or ""), str(meta.get("namespace") or "default"), k.name_of(meta), obj
+    )
+
+
+def resolve_all(
+    specs: Sequence[BufferSpec], objects: Sequence[Referenced]
+) -> tuple[tuple[BufferSpec, Resolution], ...]:
+    """Every buffer resolved against ``objects`` (what is absent is not found), by key."""
+    index = {(o.kind, o.namespace, o.name): o.body for o in objects}
+    out = []
+    for spec in sorted(specs, key=lambda s: s.key):
+        src = source(spec)
+        if not isinstance(src, Source):
+            out.append((spec, src))
+            continue
+        out.append((spec, resolve(spec, src, index.get((src.kind, spec.namespace, src.name)))))
+    return tuple(out)

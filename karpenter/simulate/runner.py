@@ -11,8 +11,9 @@ from karpenter.simulate.loader import Scenario
 
 def provisioning(scenario: Scenario, options: Options) -> output.JSON:
     """One provisioning pass over every pending pod of the scenario."""
-    results = solve(scenario.cluster, scenario.pending, options, bound=True)
-    return output.provisioning_json(results)
+    virtual = scenario.cluster.virtual_pods  # CapacityBuffers' chunks join the pass
+    results = solve(scenario.cluster, [*scenario.pending, *virtual], options, bound=True)
+    return output.provisioning_json(results, scenario.buffers, virtual)
 
 
 def disruption(
@@ -26,4 +27,4 @@ def disruption(
         now,
         assume_consolidate_after_elapsed=not respect_consolidate_after,
     )
-    return output.disruption_json(result)
+    return output.disruption_json(result, scenario.buffers)
