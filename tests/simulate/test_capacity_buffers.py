@@ -4,6 +4,7 @@ PodTemplates and workloads, launched for in provisioning mode and kept by disrup
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -209,6 +210,4 @@ def test_bad_buffer_document_is_one_line_naming_the_field() -> None:
 
 
 def _env() -> dict[str, str]:
-    import os  # noqa: PLC0415 - only the CLI tests need the environment
-
     return {k: v for k, v in os.environ.items() if k != "FEATURE_GATES"}
