@@ -60,6 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--disruption", action="store_true", help="disruption mode")
     sim.add_argument("--output", choices=("json", "table"), default=None)
     sim.add_argument("--now", type=_parse_now, default=None, help="RFC3339 clock for decisions")
+    sim.add_argument(
+        "--respect-consolidate-after",
+        action="store_true",
+        help="disruption: count consolidateAfter at --now as the controller does (from the last"
+        " pod event, else the Initialized transition) instead of taking it as elapsed",
+    )
     run = sub.add_parser("run", help="run the controller against a cluster")
     run.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, else in-cluster")
     run.add_argument(
@@ -125,7 +131,9 @@ def simulate(args: argparse.Namespace) -> int:
     now = args.now if args.now is not None else datetime.now(UTC).timestamp()  # noqa: TID251 - the CLI is the shell; the core takes `now` as an argument
     options = settings.core_options()
     if args.disruption:
-        doc = runner.disruption(scenario, options, now)
+        doc = runner.disruption(
+            scenario, options, now, respect_consolidate_after=args.respect_consolidate_after
+        )
         table = output.disruption_table
     else:
         doc = runner.provisioning(scenario, options)

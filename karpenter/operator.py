@@ -61,7 +61,9 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
-def mirror_feeds(state: ClusterState, *, overlays: bool = False) -> list[tuple[kc.Resource, Sink]]:
+def mirror_feeds(
+    state: ClusterState, *, overlays: bool = False, buffers: bool = False
+) -> list[tuple[kc.Resource, Sink]]:
     """Every resource the mirror holds and the store it lands in (``karpenter explain`` lists
     the same set once, the viewer watches it)."""
     feeds: list[tuple[kc.Resource, Sink]] = [
@@ -79,6 +81,9 @@ def mirror_feeds(state: ClusterState, *, overlays: bool = False) -> list[tuple[k
     ]
     if overlays:
         feeds.append((kc.NODEOVERLAYS, state.overlays))
+    if buffers:
+        feeds.append((kc.CAPACITYBUFFERS, state.capacity_buffers))
+        feeds.append((kc.PODTEMPLATES, state.pod_templates))
     return feeds
 
 
@@ -89,9 +94,10 @@ def _informers(
     extra: Sequence[tuple[kc.Resource, Sink]] = (),
     *,
     overlays: bool = False,
+    buffers: bool = False,
 ) -> list[Informer]:
     """The mirror's informers, plus a provider's own (e.g. EC2NodeClasses)."""
-    feeds = [*mirror_feeds(state, overlays=overlays), *extra]
+    feeds = [*mirror_feeds(state, overlays=overlays, buffers=buffers), *extra]
     return [Informer(kube, resource, store, clock) for resource, store in feeds]
 
 
@@ -122,7 +128,12 @@ class Operator:
         self.serve = serve
         gates = settings.feature_gates
         self.informers = _informers(
-            ctx.kube, self.state, ctx.clock, informers, overlays=gates["NodeOverlay"]
+            ctx.kube,
+            self.state,
+            ctx.clock,
+            informers,
+            overlays=gates["NodeOverlay"],
+            buffers=gates["CapacityBuffer"],
         )
         self.state.subscribe(self._observe_state)
 
@@ -182,16 +193,22 @@ class Operator:
             provisioner = self.provisioner
             buffers = CapacityBuffers(ctx, on_change=lambda: provisioner.batcher.trigger(BUFFERS))
             self.capacity_buffers = buffers
-            provisioner.extra_pods = lambda: buffers.pods
+            provisioner.after_pass = buffers.report
         # On the leader, in this order: the queue-driven controllers (each reports started),
         # then the polling loops.
-        self.queued: tuple[Service, ...] = (
-            self.nodepool_status.run,
-            self.termination.run,
-            self.node_termination.run,
-            self.lifecycle.run,
-            self.provisioner.run,
-            self.podevents.run,
+        # (the buffers resolve before the provisioner starts: no pass without its headroom)
+        self.queued: tuple[Service, ...] = tuple(
+            c.run
+            for c in (
+                self.nodepool_status,
+                self.termination,
+                self.node_termination,
+                self.lifecycle,
+                self.capacity_buffers,
+                self.provisioner,
+                self.podevents,
+            )
+            if c is not None
         )
         self.loops: tuple[Callable[[], Coroutine[Any, Any, None]], ...] = tuple(
             c.run
@@ -202,7 +219,6 @@ class Operator:
                 self.consolidatable,
                 self.consistency,
                 self.registration_health,
-                self.capacity_buffers,
                 self.node_health,
                 self.static_capacity,
             )

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from karpenter.api import crdfields, kube, nodeclaim, nodeoverlay, nodepool
+from karpenter.api import capacitybuffer, crdfields, kube, nodeclaim, nodeoverlay, nodepool
 from karpenter.api import pdb as pdb_mod
 from karpenter.api.errors import DecodeError
 from karpenter.core.model.cluster import DaemonSet, NodeOverlay, PodDisruptionBudget
@@ -107,3 +107,18 @@ def namespace_labels(obj: Mapping[str, Any]) -> dict[str, str]:
 def node_overlay(obj: Mapping[str, Any]) -> NodeOverlay:
     """A karpenter.sh/v1alpha1 NodeOverlay."""
     return wrap(lambda o: nodeoverlay.NodeOverlayDoc.model_validate(o).to_core(), obj)
+
+
+def capacity_buffer(obj: Mapping[str, Any]) -> capacitybuffer.BufferSpec:
+    """An autoscaling.x-k8s.io/v1beta1 CapacityBuffer's spec (resolved by its controller)."""
+    return wrap(capacitybuffer.spec_of, obj)
+
+
+def pod_template(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A v1 PodTemplate, kept as it is (a buffer's chunk is decoded when it is resolved)."""
+
+    def checked(o: Mapping[str, Any]) -> Mapping[str, Any]:
+        kube.map_of(o.get("template"), "template")
+        return o
+
+    return wrap(checked, obj)

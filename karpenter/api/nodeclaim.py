@@ -20,6 +20,7 @@ class _Condition(f.Model):
     type: str
     status: str
     reason: str = ""
+    last_transition_time: str | None = Field(default=None, alias="lastTransitionTime")
 
 
 class _Status(f.Model):
@@ -33,6 +34,17 @@ class _Status(f.Model):
 
     def condition(self, kind: str) -> bool:
         return any(c.type == kind and c.status == "True" for c in self.conditions)
+
+    def true_since(self, kind: str) -> str | None:
+        """When a True condition of this kind last turned True (None: absent, not True)."""
+        return next(
+            (
+                c.last_transition_time
+                for c in self.conditions
+                if c.type == kind and c.status == "True"
+            ),
+            None,
+        )
 
     def true_reason(self, kind: str) -> str:
         """The reason of a True condition of this kind ("" when absent or not True)."""
@@ -97,4 +109,7 @@ class NodeClaimDoc(f.Model):
             meta.deletion_timestamp is not None,
             last_pod_event=kube.timestamp(status.last_pod_event_time, "status.lastPodEventTime"),
             drifted=status.true_reason("Drifted"),
+            initialized_at=kube.timestamp(
+                status.true_since("Initialized"), "status.conditions.lastTransitionTime"
+            ),
         )

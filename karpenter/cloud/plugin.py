@@ -21,6 +21,7 @@ from typing import Any
 from karpenter.aio.clock import Clock
 from karpenter.cloud.provider import CloudProvider
 from karpenter.core.model.cluster import Options
+from karpenter.core.model.node import NodeClassRef
 from karpenter.kube.client import KubeClient, Resource
 from karpenter.kube.events import EventRecorder
 from karpenter.kube.informers import Sink
@@ -30,6 +31,16 @@ from karpenter.state.cluster import ClusterState
 
 # A background coroutine run inside the operator's task group (``run(task_status=...)``).
 Service = Callable[..., Coroutine[Any, Any, None]]
+# The generation of the NodeClass a NodePool references, as the provider's own mirror of its
+# NodeClass kind has it; None when the provider has no such kind (the simulated cloud) or the
+# object is not there. (Upstream asks the cloud provider's GetSupportedNodeClasses.)
+NodeClassGeneration = Callable[[NodeClassRef], "int | None"]
+
+
+def no_node_classes(ref: NodeClassRef) -> int | None:
+    """A provider without NodeClass objects."""
+    del ref
+    return None
 
 
 class ProviderConfigError(ValueError):
@@ -61,3 +72,4 @@ class Plugin:
     informers: Sequence[tuple[Resource, Sink]] = ()  # the provider's own kinds
     services: Sequence[Service] = ()  # run on every replica (e.g. the simulated node booter)
     leader_services: Sequence[Service] = ()  # run only while leading (provider controllers)
+    node_class_generation: NodeClassGeneration = no_node_classes

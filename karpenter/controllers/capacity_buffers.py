@@ -1,140 +1,188 @@
-"""CapacityBuffers (feature gate ``CapacityBuffer``): resolve each buffer, publish its virtual pods.
+"""CapacityBuffers (feature gate ``CapacityBuffer``): resolve each buffer as it changes, keep its
+virtual pods, and say after each provisioning pass whether its headroom exists.
 
-Every ``interval_s`` (30 s, as upstream requeues) the buffers are listed, each is resolved
-against its PodTemplate, and its status written: ``ReadyForProvisioning`` (``Resolved``,
-``PodTemplateNotFound``, ``ResolutionFailed``), ``podTemplateRef``, ``podTemplateGeneration``,
-``replicas`` and ``provisioningStrategy``. The virtual pods of every resolved buffer
-(``core.buffers``) are what the provisioner adds to each pass; when they change,
-``on_change`` asks for a pass, and the periodic resync keeps asking so that headroom real pods
-took is launched again. ``operator_capacitybuffer_status_condition_count`` counts the buffers
-by their ``ReadyForProvisioning`` condition.
+Watched, not polled: the informers deliver CapacityBuffers and PodTemplates into the mirror, and
+a change of a buffer, or of a PodTemplate a buffer names, queues that buffer. A reconcile
+resolves it (``api.capacitybuffer``: the PodTemplate from the mirror, a ``scalableRef``
+Deployment / StatefulSet / ReplicaSet by a GET, as upstream reads it), writes its status when
+that changed (``ReadyForProvisioning``: ``Resolved``, ``PodTemplateNotFound``,
+``ScalableRefNotFound``, ``ResolutionFailed``; ``replicas``, ``podTemplateRef``,
+``podTemplateGeneration``, ``provisioningStrategy``), keeps its virtual pods in the mirror
+(``state.virtualpods``: every provisioning pass and every disruption what-if reads them), and
+asks for a provisioning pass. Each buffer is looked at again after ``requeue_s`` (30 s, as
+upstream requeues): workloads are read, not watched, and the pass it asks for launches headroom
+again once real pods took it.
 
-Honoured: ``podTemplateRef`` with ``replicas`` and/or ``limits``. Not done: ``scalableRef`` and
-``percentage`` (the buffer is reported ``ReadyForProvisioning=False`` saying so), the
-``Provisioning`` condition upstream's provisioner writes after each pass, and protecting
-headroom nodes from consolidation.
+Before the first decisions of a new leader, every buffer is resolved once (``warm``), so the
+provisioner and disruption never see a cluster without its buffers (upstream hydrates its
+virtual-pod cache during warm-up for the same reason). After each provisioning pass
+``report`` writes upstream's ``Provisioning`` condition (``core.buffers``) where it changed.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+import anyio
+import anyio.abc
+
+from karpenter.aio.keyed_queue import KeyedQueue
 from karpenter.api import capacitybuffer as api
-from karpenter.api.errors import DecodeError
 from karpenter.controllers import conditions
 from karpenter.controllers.context import Controller, ControllerContext
-from karpenter.core.buffers import Buffer, desired_replicas, virtual_pods
+from karpenter.core import buffers
 from karpenter.core.model.pod import Pod
+from karpenter.core.provisioning.results import Results
 from karpenter.kube import codec, errors
-from karpenter.kube.client import Obj, Resource
+from karpenter.kube.client import CAPACITYBUFFERS, Obj, Resource
 
-CAPACITYBUFFERS = Resource(
-    "autoscaling.x-k8s.io", "v1beta1", "capacitybuffers", "CapacityBuffer", namespaced=True
-)
-PODTEMPLATES = Resource("", "v1", "podtemplates", "PodTemplate", namespaced=True)
-READY = "ReadyForProvisioning"
-INTERVAL_S = 30.0
+REQUEUE_S = 30.0
 
 
 class CapacityBuffers(Controller):
-    """The resolved buffers and their virtual pods (leader only)."""
+    """Resolves buffers into virtual pods and reports their headroom (leader only)."""
 
     def __init__(
         self,
         ctx: ControllerContext,
         *,
-        interval_s: float = INTERVAL_S,
+        requeue_s: float = REQUEUE_S,
         on_change: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(ctx, "capacitybuffer")
-        self.interval_s = interval_s
+        self.requeue_s = requeue_s
         self.on_change = on_change
-        self.pods: tuple[Pod, ...] = ()
-        self.buffers: dict[str, Buffer] = {}  # namespace/name → resolved buffer
-        self._ready: Counter[tuple[str, str, str]] = Counter()  # this round's conditions
+        self.queue: KeyedQueue[str] = KeyedQueue(self.clock, "capacitybuffer")
+        self.state.virtual_pods.warm = False
+        self.state.subscribe(self._on_change)
 
-    async def run(self) -> None:
-        """Resolve forever; each round also asks the provisioner for a pass."""
-        while True:
-            try:
-                await self.reconcile()
-            except (errors.ApiError, OSError) as err:
-                self._log.warning("capacity buffer pass failed", error=str(err))
-            if self.pods and self.on_change is not None:
-                self.on_change()
-            await self.clock.sleep(self.interval_s)
+    def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
+        if kind == "CapacityBuffer":
+            self.queue.add(key)
+        elif kind == "PodTemplate":
+            namespace, _, name = key.partition("/")
+            for buffer_key, entry in list(self.state.capacity_buffers.entries.items()):
+                spec = entry.value
+                if spec is not None and (spec.namespace, spec.template) == (namespace, name):
+                    self.queue.add(buffer_key)
 
-    async def reconcile(self) -> tuple[Pod, ...]:
-        """List and resolve every buffer; the virtual pods of those resolved."""
-        items, _ = await self.kube.list(CAPACITYBUFFERS)
-        self._ready = Counter()
-        resolved: dict[str, Buffer] = {}
-        for obj in sorted(items, key=lambda o: (codec.namespace(o), codec.name(o))):
-            buffer = await self._resolve(obj)
-            if buffer is not None:
-                resolved[f"{buffer.namespace}/{buffer.name}"] = buffer
-        gauge = self.metrics.operator_capacitybuffer_status_condition_count
-        gauge.clear()
-        for labels, n in sorted(self._ready.items()):
-            gauge.labels(*labels).set(n)
-        pods = tuple(p for key in sorted(resolved) for p in virtual_pods(resolved[key]))
-        changed = pods != self.pods
-        self.buffers, self.pods = resolved, pods
-        if changed and self.on_change is not None:
-            self.on_change()
-        return pods
-
-    async def _resolve(self, obj: Obj) -> Buffer | None:
-        ns, name = codec.namespace(obj), codec.name(obj)
-        why = api.unsupported(obj)
-        if why:
-            await self._status(obj, "False", "ResolutionFailed", why, {})
-            return None
-        template_name = api.template_name(obj)
-        try:
-            template = await self.kube.get(PODTEMPLATES, template_name, ns)
-        except errors.NotFound:
-            message = f'podtemplates "{template_name}" not found'
-            await self._status(obj, "False", "PodTemplateNotFound", message, {})
-            return None
-        try:
-            buffer = api.buffer(obj, template)
-        except DecodeError as err:
-            await self._status(obj, "False", "ResolutionFailed", str(err), {})
-            return None
-        fields = {
-            "podTemplateRef": {"name": template_name},
-            "podTemplateGeneration": codec.meta(template).get("generation") or 1,
-            "replicas": desired_replicas(buffer),
-            "provisioningStrategy": (obj.get("spec") or {}).get("provisioningStrategy")
-            or api.ACTIVE_CAPACITY,
-        }
-        await self._status(obj, "True", "Resolved", "Pod template resolved successfully", fields)
-        self._log.debug("buffer resolved", buffer=f"{ns}/{name}", replicas=fields["replicas"])
-        return buffer
-
-    async def _status(
-        self, obj: Obj, status: str, reason: str, message: str, fields: dict[str, object]
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        self._ready[(READY, status, reason)] += 1
+        """Resolve every buffer once (warm), then reconcile them as they change, forever."""
+        for key in sorted(self.state.capacity_buffers.entries):
+            try:
+                again = await self.reconcile(key)
+            except (errors.ApiError, OSError) as err:
+                self._log.warning("capacity buffer reconcile failed", buffer=key, error=str(err))
+                again = self.requeue_s
+            if again is not None:
+                self.queue.add_after(key, again)
+        self.state.virtual_pods.warm = True
+        task_status.started()
+        await self.queue.run(self.reconcile, 4)
+
+    async def reconcile(self, key: str) -> float | None:
+        """Resolve one buffer, write its status, keep its virtual pods; when to look again."""
+        raw = self.state.capacity_buffers.raw(key)
+        if raw is None or codec.meta(raw).get("deletionTimestamp"):
+            self.state.virtual_pods.set(key, ())
+            return None
+        spec = self.state.capacity_buffers.get(key)
+        if spec is None:
+            problem = self.state.capacity_buffers.invalid.get(key, "invalid CapacityBuffer")
+            resolution = api.Resolution(None, "ResolutionFailed", problem)
+        else:
+            resolution = await self._resolve(spec)
+        await self._write_ready(raw, resolution)
+        pods = buffers.virtual_pods(resolution.buffer) if resolution.buffer is not None else ()
+        self.state.virtual_pods.set(key, pods)
+        self._log.debug(
+            "buffer reconciled", buffer=key, reason=resolution.reason, virtual_pods=len(pods)
+        )
+        if pods and self.on_change is not None:
+            self.on_change()  # upstream asks for a pass on every successful reconcile
+        return self.requeue_s
+
+    async def _resolve(self, spec: api.BufferSpec) -> api.Resolution:
+        src = api.source(spec)
+        if isinstance(src, api.Resolution):
+            return src
+        found: Obj | None
+        if src.kind == "PodTemplate":
+            template = self.state.pod_templates.raw(f"{spec.namespace}/{src.name}")
+            found = dict(template) if template is not None else None
+        else:
+            workload = Resource("apps", "v1", src.plural, src.kind, namespaced=True)
+            try:
+                found = await self.kube.get(workload, src.name, spec.namespace)
+            except errors.NotFound:
+                found = None
+        return api.resolve(spec, src, found)
+
+    async def _write_ready(self, raw: Obj, resolution: api.Resolution) -> None:
+        status = "True" if resolution.ready else "False"
+        await self._write(
+            raw, api.READY, status, resolution.reason, resolution.message, resolution.status
+        )
+
+    async def _write(
+        self,
+        raw: Obj,
+        kind: str,
+        status: str,
+        reason: str,
+        message: str,
+        fields: Mapping[str, Any] | None = None,
+    ) -> None:
         now = self.clock.now()
-        generation = codec.meta(obj).get("generation")
+        generation = codec.meta(raw).get("generation")
 
         def change(conds: list[Obj]) -> bool:
-            changed = codec.set_condition(conds, READY, status, reason, message, now)
+            changed = codec.set_condition(conds, kind, status, reason, message, now)
             for cond in conds:
-                if cond.get("type") == READY and cond.get("observedGeneration") != generation:
+                if cond.get("type") == kind and cond.get("observedGeneration") != generation:
                     cond["observedGeneration"] = generation
                     changed = True
             return changed
 
-        await conditions.update(
+        obj = await conditions.update(
             self.kube,
             CAPACITYBUFFERS,
-            codec.name(obj),
+            codec.name(raw),
             change,
-            raw=obj,
+            raw=raw,
             status=fields,
-            namespace=codec.namespace(obj),
+            namespace=codec.namespace(raw),
         )
+        if obj is not None:
+            self.state.capacity_buffers.upsert(obj)
+
+    async def report(self, results: Results, virtual: Sequence[Pod]) -> None:
+        """After a provisioning pass: each buffer's ``Provisioning`` condition, where it changed
+        (a failed write is logged; the pass itself is done)."""
+        placed = buffers.placements(results, virtual)
+        for key in sorted(self.state.capacity_buffers.entries):
+            raw = self.state.capacity_buffers.raw(key)
+            if raw is None:
+                continue
+            replicas = (raw.get("status") or {}).get("replicas")
+            condition = buffers.provisioning_condition(
+                codec.condition_true(raw, api.READY),
+                replicas if isinstance(replicas, int) else None,
+                placed.get(key),
+            )
+            current = codec.condition(raw, api.PROVISIONING) or {}
+            if condition is None or (
+                current.get("status"),
+                current.get("reason"),
+                current.get("message"),
+            ) == (condition.status, condition.reason, condition.message):
+                continue
+            try:
+                await self._write(
+                    raw, api.PROVISIONING, condition.status, condition.reason, condition.message
+                )
+            except (errors.ApiError, OSError) as err:
+                self._log.warning("buffer status write failed", buffer=key, error=str(err))

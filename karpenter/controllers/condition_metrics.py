@@ -2,9 +2,11 @@
 
 Upstream exports these through operatorpkg's status controllers under the names kept here
 (``operator_nodeclaim_status_condition_count`` with the NodePool label,
-``operator_nodepool_status_condition_count``); every replica computes them from its own
-mirror, like the other cluster-state metrics, so dashboards see ``Consolidatable``,
-``Drifted``, ``ConsistentStateFound`` and ``NodeRegistrationHealthy`` without reading objects.
+``operator_nodepool_status_condition_count``, ``operator_capacitybuffer_status_condition_count``);
+every replica computes them from its own mirror, like the other cluster-state metrics, so
+dashboards see ``Consolidatable``, ``Drifted``, ``ConsistentStateFound``,
+``NodeRegistrationHealthy`` and the buffers' ``ReadyForProvisioning`` / ``Provisioning``
+without reading objects.
 """
 
 from __future__ import annotations
@@ -63,3 +65,9 @@ class ConditionMetrics(Controller):
         pool_gauge.clear()
         for labels, n in sorted(_count(pools, False).items()):
             pool_gauge.labels(*labels).set(n)
+        store = self.state.capacity_buffers
+        buffers = [r for r in (store.raw(n) for n in store.entries) if r]
+        buffer_gauge = self.metrics.operator_capacitybuffer_status_condition_count
+        buffer_gauge.clear()
+        for labels, n in sorted(_count(buffers, False).items()):
+            buffer_gauge.labels(*labels).set(n)

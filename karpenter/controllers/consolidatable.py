@@ -51,7 +51,7 @@ class ConsolidatableWatch(Controller):
             pool = self.state.nodepools.get(claim.nodepool)
             if pool is None:
                 continue
-            verdict = consolidatable(claim, pool, _initialized_at(raw), now)
+            verdict = consolidatable(claim, pool, now)
             if verdict.recheck_at is not None:
                 wake = verdict.recheck_at if wake is None else min(wake, verdict.recheck_at)
             present = codec.condition(raw, CONDITION) is not None
@@ -76,10 +76,3 @@ class ConsolidatableWatch(Controller):
         if obj is not None:
             self.state.nodeclaims.upsert(obj)
             self._log.debug("consolidatable", nodeclaim=name, consolidatable=on, reason=why)
-
-
-def _initialized_at(raw: Obj) -> float | None:
-    cond = codec.condition(raw, "Initialized")
-    if cond is None or cond.get("status") != "True":
-        return None
-    return codec.parse_time(cond.get("lastTransitionTime"))

@@ -16,7 +16,7 @@ import structlog
 
 from karpenter.aio.clock import Clock
 from karpenter.cloud.metered import MeteredCloud
-from karpenter.cloud.plugin import Host, Plugin
+from karpenter.cloud.plugin import Host, NodeClassGeneration, Plugin, no_node_classes
 from karpenter.cloud.provider import CloudProvider
 from karpenter.core.model.cluster import Options
 from karpenter.kube.client import KubeClient
@@ -38,6 +38,7 @@ class ControllerContext:
     metrics: Metrics
     settings: Settings
     options: Options
+    node_class_generation: NodeClassGeneration = no_node_classes
 
     @classmethod
     def of(cls, host: Host, plugin: Plugin) -> ControllerContext:
@@ -51,6 +52,7 @@ class ControllerContext:
             host.metrics,
             host.settings,
             plugin.options,
+            plugin.node_class_generation,
         )
 
     def metered(self, controller: str) -> CloudProvider:

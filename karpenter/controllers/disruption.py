@@ -19,6 +19,7 @@ from __future__ import annotations
 import anyio
 import anyio.to_thread
 
+from karpenter.controllers import budget_metrics
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.disruption_queue import (
     CONSOLIDATION_TYPE,
@@ -34,6 +35,7 @@ from karpenter.core.disruption.commands import (
     METHOD_SINGLE,
     Command,
 )
+from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.planner import decide
 from karpenter.core.provisioning.build import Reuse
 from karpenter.kube import errors
@@ -96,19 +98,20 @@ class Disruption(Controller):
 
         held = self.queue.held()
 
-        def run() -> Command | None:
-            command, _ = decide(
+        def run() -> tuple[Command | None, DisruptionPass]:
+            return decide(
                 cluster, self.options, now, reuse=self._reuse, survey_memo=self._memo, held=held
             )
-            return command
 
-        return await anyio.to_thread.run_sync(run)
+        command, ps = await anyio.to_thread.run_sync(run)
+        budget_metrics.publish(self.metrics, ps)
+        return command
 
     async def reconcile(self) -> Command | None:
         """One pass: the command started, or None."""
-        if not self.state.synced() or not self.queue.adopted:
-            # a launch in flight changes what fits where, and a previous leader's commands
-            # must be back in the queue before anything new is decided
+        if not self.state.synced() or not self.queue.adopted or not self.state.virtual_pods.warm:
+            # a launch in flight changes what fits where, a previous leader's commands must be
+            # back in the queue and the CapacityBuffers resolved before anything new is decided
             return None
         now = self.clock.now()
         if self._quiet is not None:

@@ -1,10 +1,10 @@
 """The disruption queue: validated commands in flight together, each until its replacements are up.
 
-Upstream's orchestration queue, kept in the cluster rather than in memory. Starting a command:
+Upstream's orchestration queue, with its state kept in the cluster rather than only in memory
+(``disruption_marks``). Starting a command:
 
-1. Record: every candidate NodeClaim gets the ``karpenter.sh/disruption-command`` annotation (the
-   command's id, reason, method, decision, replacement count and start time) and upstream's
-   ``DisruptionReason`` condition.
+1. Record: every candidate NodeClaim gets the ``karpenter.sh/disruption-command`` annotation and
+   upstream's ``DisruptionReason`` condition.
 2. Mark: the candidates' Nodes get ``karpenter.sh/disrupted:NoSchedule``. The core reads that
    taint as "in flight": such nodes are no candidates, count against the budgets, and their
    pods are rescheduled in every later what-if, so the next decision can start at once.
@@ -15,21 +15,17 @@ NodeClaims are deleted (the termination finalizer drains them); a replacement th
 (launch failure, timeout) or a command older than ``replacement_timeout_s`` rolls back: taints
 off, annotation and condition cleared, replacements not yet initialized deleted, and the
 candidates held back from decisions for a doubling backoff. A restarted leader rebuilds the
-queue from those annotations before its first decision (``adopt``): a command whose
-replacements all exist goes on waiting where it left off, one interrupted before they existed
-rolls back, and a disrupted taint no command accounts for is removed (as upstream does).
+queue before its first decision (``adopt``, rules in ``disruption_restart``).
 """
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from karpenter.controllers import conditions
+from karpenter.controllers import disruption_restart as restart
 from karpenter.controllers.context import Controller, ControllerContext
+from karpenter.controllers.disruption_marks import REPLACEMENT_ANNOTATION, InFlight, Marks
 from karpenter.controllers.launching import create_nodeclaim
 from karpenter.core.disruption.commands import (
     METHOD_EMPTINESS,
@@ -38,53 +34,13 @@ from karpenter.core.disruption.commands import (
     Command,
 )
 from karpenter.core.model import labels as lbl
-from karpenter.kube import codec, errors, events
-from karpenter.kube.client import NODECLAIMS, NODES, Obj
+from karpenter.kube import errors
 
-COMMAND_ANNOTATION = "karpenter.sh/disruption-command"
-REPLACEMENT_ANNOTATION = "karpenter.sh/disruption-replacement-of"
-DISRUPTION_REASON = "DisruptionReason"
-DISRUPTED_TAINT: Obj = {"key": lbl.TAINT_DISRUPTED, "effect": "NoSchedule"}
 REPLACEMENT_TIMEOUT_S = 20 * 60.0  # beyond the lifecycle's own launch + registration timeouts
 BACKOFF_BASE_S = 60.0
 BACKOFF_MAX_S = 10 * 60.0
 TICK_S = 1.0
 CONSOLIDATION_TYPE = {METHOD_EMPTINESS: "empty", METHOD_MULTI: "multi", METHOD_SINGLE: "single"}
-
-
-@dataclass(slots=True)
-class InFlight:
-    """One command being carried out (``command`` is None when adopted after a restart)."""
-
-    id: str
-    reason: str
-    method: str
-    decision: str
-    candidates: dict[str, str]  # NodeClaim name → Node name ("" before registration)
-    expected: int
-    started: float
-    replacements: list[str] = field(default_factory=list)
-    command: Command | None = None
-
-    def record(self) -> str:
-        """The annotation value that lets a restarted controller carry on."""
-        body = {
-            "id": self.id,
-            "reason": self.reason,
-            "method": self.method,
-            "decision": self.decision,
-            "replacements": self.expected,
-            "started": self.started,
-        }
-        return json.dumps(body, sort_keys=True, separators=(",", ":"))
-
-
-def _parse(text: str) -> dict[str, Any] | None:
-    try:
-        body = json.loads(text)
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) and isinstance(body.get("id"), str) else None
 
 
 class DisruptionQueue(Controller):
@@ -104,9 +60,11 @@ class DisruptionQueue(Controller):
         self.backoff_max_s = backoff_max_s
         self.inflight: dict[str, InFlight] = {}
         self.executed: list[InFlight] = []  # completed, newest last (bounded; logs and tests)
-        self.failed: list[InFlight] = []  # rolled back, newest last (bounded)
+        self.failed: list[InFlight] = []  # failed and rolled back, newest last (bounded)
+        self.rolled_back: list[InFlight] = []  # every rollback, restarts' too (bounded)
         self.backoff: dict[str, tuple[float, float]] = {}  # node → (until, current delay)
         self.adopted = False
+        self.marks = Marks(ctx)
 
     # ---- what the decider asks ----------------------------------------------------------------
     def held(self) -> dict[str, str]:
@@ -141,9 +99,9 @@ class DisruptionQueue(Controller):
         self.inflight[cmd.id] = cmd
         try:
             for claim in cmd.candidates:
-                await self._mark_claim(claim, cmd)
+                await self.marks.mark_claim(claim, cmd)
             for node in cmd.candidates.values():
-                await self._taint(node, add=True)
+                await self.marks.taint(node, add=True)
             if not await self._replace(cmd, command, log):
                 await self._fail(cmd, "replacement could not be created")
                 return None
@@ -202,7 +160,7 @@ class DisruptionQueue(Controller):
                 return False
             cmd.replacements.append(name)
         for candidate in cmd.candidates:
-            await self._event(
+            await self.marks.event(
                 candidate, "DisruptionLaunching", f"Launching NodeClaim: {cmd.reason}"
             )
         return True
@@ -248,25 +206,32 @@ class DisruptionQueue(Controller):
         self._log.info("command succeeded", command=cmd.id, nodes=sorted(cmd.candidates))
 
     async def _fail(self, cmd: InFlight, why: str) -> None:
-        """Roll back: taints off, record cleared, unfinished replacements deleted, backoff."""
-        self._log.warning("rolling back disruption command", command=cmd.id, why=why)
-        failed = [n for n in cmd.replacements if not self._initialized(n)]
-        for node in cmd.candidates.values():
-            await self._taint(node, add=False)
-        for claim in cmd.candidates:
-            await self._unmark_claim(claim)
-        for name in failed:
-            await self._delete(name)
+        """Roll back a failed command (``_rollback``), count it and back its nodes off."""
+        failed = await self._rollback(cmd, why)
         labels = (cmd.decision, cmd.reason.lower(), CONSOLIDATION_TYPE.get(cmd.method, ""))
-        self.metrics.voluntary_disruption_queue_failures.labels(*labels).inc(max(len(failed), 1))
+        self.metrics.voluntary_disruption_queue_failures.labels(*labels).inc(max(failed, 1))
         now = self.clock.now()
         for node in cmd.candidates.values():
             _, delay = self.backoff.get(node, (0.0, self.backoff_base_s / 2))
             delay = min(delay * 2, self.backoff_max_s)
             self.backoff[node] = (now + delay, delay)
-        self.inflight.pop(cmd.id, None)
         self.failed.append(cmd)
         del self.failed[:-100]
+
+    async def _rollback(self, cmd: InFlight, why: str) -> int:
+        """Taints off, record cleared, replacements not initialized deleted; how many were."""
+        self._log.warning("rolling back disruption command", command=cmd.id, why=why)
+        failed = [n for n in cmd.replacements if not self._initialized(n)]
+        for node in cmd.candidates.values():
+            await self.marks.taint(node, add=False)
+        for claim in cmd.candidates:
+            await self.marks.unmark_claim(claim)
+        for name in failed:
+            await self.marks.delete(name)
+        self.inflight.pop(cmd.id, None)
+        self.rolled_back.append(cmd)
+        del self.rolled_back[:-100]
+        return len(failed)
 
     def _initialized(self, name: str) -> bool:
         claim = self.state.nodeclaims.get(name)
@@ -274,127 +239,32 @@ class DisruptionQueue(Controller):
 
     # ---- restart ------------------------------------------------------------------------------
     async def adopt(self) -> None:
-        """Rebuild the queue from the cluster: resume, roll back, or untaint (see module doc)."""
-        records: dict[str, dict[str, Any]] = {}
-        members: dict[str, dict[str, str]] = {}
-        replacements: dict[str, list[str]] = {}
-        for name in sorted(self.state.nodeclaims.entries):
-            raw = self.state.nodeclaims.raw(name)
-            claim = self.state.nodeclaims.get(name)
-            if raw is None or claim is None:
+        """Rebuild the queue from the cluster: resume or roll back each recorded command, then
+        remove taints and conditions no command accounts for (``disruption_restart``)."""
+        for adoption in restart.adoptions(self.state, self.clock.now()):
+            cmd = adoption.command
+            self.inflight[cmd.id] = cmd
+            if not adoption.resume:
+                await self._rollback(cmd, adoption.why)
                 continue
-            notes = codec.meta(raw).get("annotations") or {}
-            if REPLACEMENT_ANNOTATION in notes and not claim.deleting:
-                replacements.setdefault(str(notes[REPLACEMENT_ANNOTATION]), []).append(name)
-            body = _parse(str(notes.get(COMMAND_ANNOTATION, "")))
-            if body is not None and not claim.deleting:
-                records.setdefault(body["id"], body)
-                members.setdefault(body["id"], {})[name] = claim.node_name
-        for cid in sorted(records):
-            await self._adopt_one(records[cid], members[cid], replacements.get(cid, []))
-        await self._untaint_strays()
+            for node in cmd.candidates.values():
+                await self.marks.taint(node, add=True)
+            self._log.info(
+                "adopted in-flight disruption command", command=cmd.id, nodes=sorted(cmd.candidates)
+            )
+        nodes = {n for cmd in self.inflight.values() for n in cmd.candidates.values()}
+        for name in restart.stray_taints(self.state, nodes):
+            self._log.info("removing a disrupted taint no command accounts for", node=name)
+            await self.marks.taint(name, add=False)
+        claims = {c for cmd in self.inflight.values() for c in cmd.candidates}
+        for name in restart.stray_reasons(self.state, claims):
+            await self.marks.clear_reason(name)
         self.adopted = True
 
-    async def _adopt_one(
-        self, body: dict[str, Any], candidates: dict[str, str], made: list[str]
-    ) -> None:
-        cmd = InFlight(
-            body["id"],
-            str(body.get("reason", "")),
-            str(body.get("method", "")),
-            str(body.get("decision", "")),
-            candidates,
-            int(body.get("replacements", 0)),
-            float(body.get("started", self.clock.now())),
-            sorted(made),
-        )
-        self.inflight[cmd.id] = cmd
-        if len(made) != cmd.expected:
-            await self._fail(cmd, "interrupted before its replacements existed")
-            return
-        for node in candidates.values():
-            await self._taint(node, add=True)
-        self._log.info(
-            "adopted in-flight disruption command", command=cmd.id, nodes=sorted(candidates)
-        )
-
-    async def _untaint_strays(self) -> None:
-        held = {n for cmd in self.inflight.values() for n in cmd.candidates.values()}
-        for name in sorted(self.state.nodes.entries):
-            raw = self.state.nodes.raw(name)
-            if raw is None or name in held or codec.meta(raw).get("deletionTimestamp"):
-                continue
-            if not any(codec.same_taint(t, DISRUPTED_TAINT) for t in codec.taints_of(raw)):
-                continue
-            claims = [self.state.nodeclaims.get(c) for c in self.state.claims_of_node(name)]
-            if any(c is not None and c.deleting for c in claims):
-                continue  # termination taints it too
-            self._log.info("removing a disrupted taint no command accounts for", node=name)
-            await self._taint(name, add=False)
-
-    # ---- writes -------------------------------------------------------------------------------
-    async def _mark_claim(self, name: str, cmd: InFlight) -> None:
-        patch = {"metadata": {"annotations": {COMMAND_ANNOTATION: cmd.record()}}}
-        self.state.nodeclaims.upsert(await self.kube.merge_patch(NODECLAIMS, name, patch))
-        await self._condition(
-            name,
-            lambda conds: codec.set_condition(
-                conds, DISRUPTION_REASON, "True", cmd.reason, cmd.reason, self.clock.now()
-            ),
-        )
-
-    async def _unmark_claim(self, name: str) -> None:
-        patch = {"metadata": {"annotations": {COMMAND_ANNOTATION: None}}}
-        try:
-            self.state.nodeclaims.upsert(await self.kube.merge_patch(NODECLAIMS, name, patch))
-        except errors.NotFound:
-            return
-
-        def clear(conds: list[Obj]) -> bool:
-            kept = [c for c in conds if c.get("type") != DISRUPTION_REASON]
-            changed = len(kept) != len(conds)
-            conds[:] = kept
-            return changed
-
-        await self._condition(name, clear)
-
-    async def _condition(self, name: str, change: conditions.Change) -> None:
-        """Change a claim's conditions with optimistic concurrency, re-reading on conflict."""
-        obj = await conditions.update(self.kube, NODECLAIMS, name, change)
-        if obj is not None:
-            self.state.nodeclaims.upsert(obj)
-
-    async def _taint(self, node: str, *, add: bool) -> None:
-        """Add or remove the disrupted taint, with optimistic concurrency on the Node."""
-        if not node:
-            return
-        for _ in range(5):
-            try:
-                raw = await self.kube.get(NODES, node)
-            except errors.NotFound:
-                return
-            taints = codec.taints_of(raw)
-            if add:
-                new = codec.merge_taints(taints, [DISRUPTED_TAINT])
-            else:
-                new = [t for t in taints if not codec.same_taint(t, DISRUPTED_TAINT)]
-            if new == taints:
-                return
-            patch = {
-                "metadata": {"resourceVersion": codec.meta(raw).get("resourceVersion")},
-                "spec": {"taints": new},
-            }
-            try:
-                obj = await self.kube.merge_patch(NODES, node, patch)
-            except errors.Conflict:
-                continue  # someone else wrote the Node; read it again
-            self.state.nodes.upsert(obj)
-            return
-
     async def _delete_candidate(self, name: str, cmd: InFlight) -> None:
-        await self._event(name, "DisruptionTerminating", f"Disrupting NodeClaim: {cmd.reason}")
+        await self.marks.event(name, "DisruptionTerminating", f"Disrupting NodeClaim: {cmd.reason}")
         claim = self.state.nodeclaims.get(name)
-        if not await self._delete(name) or claim is None:
+        if not await self.marks.delete(name) or claim is None:
             return
         pool = self.state.nodepools.get(claim.nodepool)
         policy = pool.disruption.consolidation_policy if pool is not None else ""
@@ -409,23 +279,3 @@ class DisruptionQueue(Controller):
             termination_mode="graceful" if grace is None else "eventual",
         ).inc()
         self._log.info("deleted nodeclaim", command=cmd.id, nodeclaim=name)
-
-    async def _delete(self, name: str) -> bool:
-        try:
-            await self.kube.delete(NODECLAIMS, name)
-        except errors.NotFound:
-            return False
-        return True
-
-    async def _event(self, claim: str, reason: str, message: str) -> None:
-        raw_claim = self.state.nodeclaims.raw(claim)
-        current = self.state.nodeclaims.get(claim)
-        targets: Sequence[Obj | None] = (
-            self.state.nodes.raw(current.node_name) if current and current.node_name else None,
-            raw_claim,
-        )
-        for raw in targets:
-            if raw is not None:
-                await self.recorder.publish(
-                    codec.object_reference(raw), events.NORMAL, reason, message
-                )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -64,9 +64,10 @@ class PassReport:
 class Provisioner(Controller):
     """The provisioning loop (a singleton: runs only on the leader)."""
 
-    # Set by the composition root when CapacityBuffers are on: the buffers' virtual pods,
-    # scheduled with the real pending pods of every pass but never nominated or reported.
-    extra_pods: Callable[[], Sequence[Pod]] | None = None
+    # Set by the composition root when CapacityBuffers are on: told after each pass where the
+    # buffers' virtual pods went (the snapshot carries them; they are scheduled with the real
+    # pending pods but never nominated or reported as pods).
+    after_pass: Callable[[Results, Sequence[Pod]], Awaitable[None]] | None = None
 
     def __init__(
         self,
@@ -129,7 +130,9 @@ class Provisioner(Controller):
 
     async def _await_synced(self) -> None:
         deadline = self.clock.now() + SYNC_WAIT_S
-        while not self.state.synced() and self.clock.now() < deadline:
+        while not (self.state.synced() and self.state.virtual_pods.warm) and (
+            self.clock.now() < deadline
+        ):
             await self.clock.sleep(0.05)
 
     async def provision(self) -> PassReport:
@@ -145,7 +148,7 @@ class Provisioner(Controller):
         cluster = self.state.snapshot(types)
         provisionable = self.state.provisionable_pods()
         pending = list(self.state.with_nominations(provisionable, self.clock.now()))
-        virtual = list(self.extra_pods()) if self.extra_pods is not None else []
+        virtual = list(cluster.virtual_pods)
         if not pending and not virtual:
             self.unschedulable = {}
             report = PassReport(0, (), {})
@@ -170,6 +173,8 @@ class Provisioner(Controller):
         await self._report_nominations(results)
         await self._report_unschedulable(results)
         self._log_unschedulable(results)
+        if self.after_pass is not None and virtual:
+            await self.after_pass(results, virtual)
         report = PassReport(len(pending), tuple(created), dict(results.unschedulable))
         self.passes.append(report)
         # Where a pass spends its time: waiting for launches, solving, writing (claims, events).

@@ -4,8 +4,10 @@ The window and its thresholds are the pure core's (``core.registration``); this 
 window per NodePool (by uid), feeds it the lifecycle controller's outcomes (``observe``: a
 registration, or a launch / registration timeout) and writes the condition when the core says
 it flips. ``reconcile`` resets a NodePool to ``Unknown`` (window emptied) when its generation
-moved past the condition's ``observedGeneration``, as upstream does when a NodePool is edited;
-after a restart a window is seeded from the stored condition.
+moved past the condition's ``observedGeneration``, or its NodeClass's generation moved past
+``status.nodeClassObservedGeneration``, as upstream does when either is edited (the provider
+tells the NodeClass generation; the simulated cloud has no NodeClass objects, so there only
+NodePool edits count); after a restart a window is seeded from the stored condition.
 """
 
 from __future__ import annotations
@@ -61,24 +63,45 @@ class RegistrationHealth(Controller):
             await self.clock.sleep(self.interval_s)
 
     async def reconcile(self) -> list[str]:
-        """Set ``Unknown`` (and empty the window) where the NodePool changed; the pools reset."""
+        """Set ``Unknown`` (and empty the window) where the NodePool or its NodeClass changed;
+        the pools reset."""
         reset = []
         for name in sorted(self.state.nodepools.entries):
             raw = self.state.nodepools.raw(name)
-            if raw is None or codec.meta(raw).get("deletionTimestamp"):
+            pool = self.state.nodepools.get(name)
+            if raw is None or pool is None or codec.meta(raw).get("deletionTimestamp"):
                 continue
             cond = codec.condition(raw, CONDITION)
-            generation = codec.meta(raw).get("generation")
-            if cond is not None and cond.get("observedGeneration") == generation:
+            observed = (raw.get("status") or {}).get("nodeClassObservedGeneration")
+            class_generation = self.ctx.node_class_generation(pool.template.node_class_ref)
+            if not registration.needs_reset(
+                None if cond is None else cond.get("observedGeneration"),
+                codec.meta(raw).get("generation"),
+                observed,
+                class_generation,
+            ):
                 continue
             self.windows.pop(codec.uid(raw), None)
-            await self._write(name, raw, registration.UNKNOWN, "AwaitingReconciliation", "")
+            await self._write(
+                name, raw, registration.UNKNOWN, "AwaitingReconciliation", "", class_generation
+            )
             reset.append(name)
         return reset
 
-    async def _write(self, pool: str, raw: Obj, status: str, reason: str, message: str) -> None:
+    async def _write(
+        self,
+        pool: str,
+        raw: Obj,
+        status: str,
+        reason: str,
+        message: str,
+        class_generation: int | None = None,
+    ) -> None:
         now = self.clock.now()
         generation = codec.meta(raw).get("generation")
+        fields = (
+            {} if class_generation is None else {"nodeClassObservedGeneration": class_generation}
+        )
 
         def change(conds: list[Obj]) -> bool:
             changed = codec.set_condition(conds, CONDITION, status, reason, message, now)
@@ -88,6 +111,6 @@ class RegistrationHealth(Controller):
                     changed = True
             return changed
 
-        obj = await conditions.update(self.kube, NODEPOOLS, pool, change, raw=raw)
+        obj = await conditions.update(self.kube, NODEPOOLS, pool, change, raw=raw, status=fields)
         if obj is not None:
             self.state.nodepools.upsert(obj)

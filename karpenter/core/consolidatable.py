@@ -3,7 +3,9 @@
 Upstream's rule: the condition exists only for initialized claims of a NodePool whose
 ``consolidateAfter`` is not ``Never``; the clock starts at ``status.lastPodEventTime``, or at the
 ``Initialized`` transition when no pod event was seen yet (that is when pods could first land).
-The shell writes the condition and comes back at the returned time.
+The shell writes the condition and comes back at the returned time. The disruption core starts
+the same clock with ``window_start`` (upstream's disruption reads the condition itself), so
+the condition and the decisions agree.
 """
 
 from __future__ import annotations
@@ -23,16 +25,21 @@ class Verdict:
     why: str
 
 
-def consolidatable(
-    claim: NodeClaim, pool: NodePool, initialized_at: float | None, now: float
-) -> Verdict:
+def window_start(claim: NodeClaim) -> float | None:
+    """When the ``consolidateAfter`` clock of ``claim`` started (None: not initialized)."""
+    if not claim.initialized or claim.initialized_at is None:
+        return None
+    return claim.last_pod_event if claim.last_pod_event else claim.initialized_at
+
+
+def consolidatable(claim: NodeClaim, pool: NodePool, now: float) -> Verdict:
     """The ``Consolidatable`` verdict for ``claim`` at ``now``."""
     after = pool.disruption.consolidate_after
     if after is None:
         return Verdict(False, None, "consolidation is disabled")
-    if not claim.initialized or initialized_at is None:
+    since = window_start(claim)
+    if since is None:
         return Verdict(False, None, "nodeclaim isn't initialized")
-    since = claim.last_pod_event if claim.last_pod_event else initialized_at
     at = since + after
     if now < at:
         return Verdict(False, at, "consolidateAfter window not yet elapsed")

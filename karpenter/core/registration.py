@@ -37,6 +37,24 @@ class History:
         return FALSE if failures / WINDOW >= UNHEALTHY_SHARE else TRUE
 
 
+def needs_reset(
+    condition_generation: int | None,
+    pool_generation: int | None,
+    observed_class_generation: int | None,
+    class_generation: int | None,
+) -> bool:
+    """Whether the condition goes back to Unknown (window emptied), as upstream resets it.
+
+    ``condition_generation`` is the condition's ``observedGeneration`` (None: no condition
+    yet); ``observed_class_generation`` is ``status.nodeClassObservedGeneration``, and
+    ``class_generation`` the NodeClass's own (None: the provider has no NodeClass objects, so
+    only edits of the NodePool count).
+    """
+    if condition_generation is None or condition_generation != pool_generation:
+        return True
+    return class_generation is not None and observed_class_generation != class_generation
+
+
 def seeded(condition_status: str | None) -> History:
     """The window a restarted controller assumes from the stored condition."""
     if condition_status == TRUE:

@@ -81,6 +81,10 @@ PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", nam
 VOLUMEATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool")
+PODTEMPLATES = Resource("", "v1", "podtemplates", "PodTemplate", namespaced=True)
+CAPACITYBUFFERS = Resource(
+    "autoscaling.x-k8s.io", "v1beta1", "capacitybuffers", "CapacityBuffer", namespaced=True
+)
 NODECLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim")
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition"

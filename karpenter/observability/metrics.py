@@ -255,6 +255,19 @@ class Metrics:
             ("resource_type", "nodepool"),
             registry=r,
         )
+        self.nodepools_allowed_disruptions = Gauge(
+            "karpenter_nodepools_allowed_disruptions",
+            "Nodes of the NodePool its budgets let be disrupting at once for the reason (before"
+            " those already disrupting are subtracted).",
+            ("nodepool", "reason"),
+            registry=r,
+        )
+        self.nodepools_nodes_consuming_budgets = Gauge(
+            "karpenter_nodepools_nodes_consuming_budgets",
+            "Nodes of the NodePool consuming its disruption budget now (disrupting or NotReady).",
+            ("nodepool", "reason"),
+            registry=r,
+        )
         self.cluster_state_node_count = Gauge(
             "karpenter_cluster_state_node_count",
             "Nodes in the controller's cluster-state mirror.",

@@ -20,8 +20,18 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from karpenter.api import crdfields, kube, nodeclaim, nodeoverlay, nodepool, pdb, simulation
+from karpenter.api import (
+    capacitybuffer,
+    crdfields,
+    kube,
+    nodeclaim,
+    nodeoverlay,
+    nodepool,
+    pdb,
+    simulation,
+)
 from karpenter.api.errors import DecodeError
+from karpenter.core import buffers
 from karpenter.core.catalogs.preset import CatalogError
 from karpenter.core.model.cluster import Cluster, DaemonSet, NodeOverlay, PodDisruptionBudget
 from karpenter.core.model.instancetype import InstanceType
@@ -46,11 +56,13 @@ class ScenarioError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """A loaded scenario: the snapshot and its pending pods."""
+    """A loaded scenario: the snapshot and its pending pods (and, with the CapacityBuffer gate
+    on, its buffers as resolved: their virtual pods are ``cluster.virtual_pods``)."""
 
     cluster: Cluster
     pending: tuple[Pod, ...]
     notes: tuple[str, ...] = ()  # for people (stderr), e.g. that prices are estimates
+    buffers: tuple[tuple[capacitybuffer.BufferSpec, capacitybuffer.Resolution], ...] = ()
 
 
 _KINDS: dict[str, str] = {
@@ -67,7 +79,14 @@ _KINDS: dict[str, str] = {
     "CSINode": "storage.k8s.io/v1",
     "InstanceType": "simulation.karpenter.sh/v1alpha1",
     "InstanceTypeCatalog": "simulation.karpenter.sh/v1alpha1",
+    "CapacityBuffer": capacitybuffer.GROUP_VERSION,
+    # read only as what a CapacityBuffer names (their pods are not made up: give the Pods)
+    "PodTemplate": "v1",
+    "Deployment": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "ReplicaSet": "apps/v1",
 }
+_REFERENCED = ("PodTemplate", "Deployment", "StatefulSet", "ReplicaSet")
 
 _DECODERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "NodePool": lambda o: nodepool.NodePoolDoc.model_validate(o).to_core(),
@@ -83,6 +102,8 @@ _DECODERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "CSINode": kube.csinode,
     "InstanceType": simulation.instance_type,
     "InstanceTypeCatalog": simulation.catalog,
+    "CapacityBuffer": capacitybuffer.spec_of,
+    **dict.fromkeys(_REFERENCED, capacitybuffer.referenced),
 }
 
 
@@ -215,8 +236,39 @@ def _load(paths: Sequence[str], stdin_text: str | None, settings: Settings | Non
                     )
                 seen[key] = f"{doc.source} document {doc.index}"
             objects[kind].append(value)
-    overlay_gate = settings.feature_gates["NodeOverlay"] if settings is not None else False
-    return _scenario(objects, overlay_gate)
+    gates = settings.feature_gates if settings is not None else None
+    scenario = _scenario(objects, gates is not None and gates["NodeOverlay"])
+    return _with_buffers(scenario, objects, gates is not None and gates["CapacityBuffer"])
+
+
+def _with_buffers(scenario: Scenario, objects: Mapping[str, list[object]], gate: bool) -> Scenario:
+    """The buffers resolved against the scenario's documents, their virtual pods in the
+    snapshot; behind the CapacityBuffer gate, as in the controller."""
+    specs = [b for b in objects["CapacityBuffer"] if isinstance(b, capacitybuffer.BufferSpec)]
+    if not specs:
+        return scenario
+    if not gate:
+        note = f"{len(specs)} CapacityBuffer(s) ignored: FEATURE_GATES=CapacityBuffer=true is off"
+        return dataclasses.replace(scenario, notes=(*scenario.notes, note))
+    found = [o for k in _REFERENCED for o in objects[k] if isinstance(o, capacitybuffer.Referenced)]
+    resolved = capacitybuffer.resolve_all(specs, found)
+    virtual = tuple(
+        p for _, r in resolved if r.buffer is not None for p in buffers.virtual_pods(r.buffer)
+    )
+    notes = [
+        f"CapacityBuffer {spec.key} not ready ({r.reason}): {r.message}"
+        for spec, r in resolved
+        if not r.ready
+    ]
+    labels = dict(scenario.cluster.namespace_labels)
+    for spec in specs:
+        labels.setdefault(spec.namespace, {"kubernetes.io/metadata.name": spec.namespace})
+    cluster = dataclasses.replace(
+        scenario.cluster, virtual_pods=virtual, namespace_labels=dict(sorted(labels.items()))
+    )
+    return dataclasses.replace(
+        scenario, cluster=cluster, notes=(*scenario.notes, *notes), buffers=resolved
+    )
 
 
 def _catalog(objects: Mapping[str, list[object]]) -> tuple[tuple[InstanceType, ...], list[str]]:

@@ -1,7 +1,11 @@
 """Rendering simulation results: the JSON contract of ``karpenter simulate`` and a table view.
 
 New NodeClaims are named ``simulated-<n>`` in launch order; their ``kubernetes.io/hostname``
-label is that name. Prices are rounded to 6 decimals so float noise never reaches the contract.
+label is that name. CapacityBuffer virtual pods are kept out of ``pods`` and ``unschedulable``
+(which list the scenario's own pods): a claim or node lists them under ``capacityBufferPods``,
+and ``capacityBuffers`` (present only when the scenario has buffers) says per buffer what the
+controller would write to its status. Prices are rounded to 6 decimals so float noise never
+reaches the contract.
 ``dumps`` writes the JSON as ``json.dumps(doc, indent=2)`` does, in half the time: the standard
 library indents in Python, and the document of 100,000 pods is 120 MB (each NodeClaim lists its
 instance types).
@@ -14,13 +18,17 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
+from karpenter.api.capacitybuffer import BufferSpec, Resolution
+from karpenter.core import buffers
 from karpenter.core.disruption.planner import Plan
 from karpenter.core.model import labels as lbl
+from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning import lowerbound
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.scheduling.taints import Taint
 
 JSON = dict[str, Any]
+Buffers = Sequence[tuple[BufferSpec, Resolution]]
 
 
 def _price(value: float) -> float:
@@ -64,7 +72,18 @@ def claim_json(claim: NewNodeClaim, name: str) -> JSON:
         "launch": launch,
         "labels": dict(sorted(labels.items())),
         "taints": [_taint(t) for t in claim.taints],
-        "pods": [p.key for p in claim.pods],
+        **_pods(claim.pods),
+    }
+
+
+def _pods(pods: Sequence[Pod]) -> JSON:
+    """``pods``, and ``capacityBufferPods`` when virtual pods are among them."""
+    virtual = [p.key for p in pods if buffers.is_virtual(p)]
+    if not virtual:
+        return {"pods": [p.key for p in pods]}
+    return {
+        "pods": [p.key for p in pods if not buffers.is_virtual(p)],
+        "capacityBufferPods": virtual,
     }
 
 
@@ -73,22 +92,60 @@ def claims_json(claims: Sequence[NewNodeClaim], start: int = 1) -> list[JSON]:
     return [claim_json(c, f"simulated-{i}") for i, c in enumerate(claims, start)]
 
 
-def provisioning_json(results: Results) -> JSON:
-    """The provisioning-mode document."""
+def provisioning_json(
+    results: Results, buffered: Buffers = (), virtual: Sequence[Pod] = ()
+) -> JSON:
+    """The provisioning-mode document (``buffered``: the scenario's resolved buffers, whose
+    ``virtual`` pods the pass scheduled)."""
     deferred = results.deferred
-    return {
+    skip = {p.key for p in virtual}
+    doc: JSON = {
         "nodeClaims": claims_json(results.new_claims),
-        "existingNodes": [
-            {"name": name, "pods": [p.key for p in pods]} for name, pods in results.existing
-        ],
+        "existingNodes": [{"name": name, **_pods(pods)} for name, pods in results.existing],
         "unschedulable": [
             # deferred: the pod waits for reserved capacity (strict mode), it did not fail
             {"pod": key, "reason": reason, **({"deferred": True} if key in deferred else {})}
             for key, reason in sorted(results.unschedulable.items())
+            if key not in skip
         ],
         "pricePerHour": _price(results.price),
         "cost": cost_json(results.price, results.lower_bound),
     }
+    if buffered:
+        doc["capacityBuffers"] = buffers_json(buffered, results, virtual)
+    return doc
+
+
+def _condition(status: str, reason: str, message: str) -> JSON:
+    return {"status": status, "reason": reason, "message": message}
+
+
+def buffers_json(buffered: Buffers, results: Results | None, virtual: Sequence[Pod]) -> list[JSON]:
+    """Per buffer: its ``ReadyForProvisioning`` condition and ``replicas``, and after a
+    provisioning pass (``results``) its ``Provisioning`` condition and unplaced virtual pods."""
+    placed = buffers.placements(results, virtual) if results is not None else {}
+    out = []
+    for spec, resolution in buffered:
+        replicas = resolution.status.get("replicas")
+        doc: JSON = {
+            "name": spec.key,
+            "readyForProvisioning": _condition(
+                "True" if resolution.ready else "False", resolution.reason, resolution.message
+            ),
+            "replicas": replicas,
+        }
+        if results is not None:
+            cond = buffers.provisioning_condition(resolution.ready, replicas, placed.get(spec.key))
+            doc["provisioning"] = (
+                _condition(cond.status, cond.reason, cond.message) if cond is not None else None
+            )
+            doc["unschedulable"] = [
+                {"pod": p.key, "reason": results.unschedulable[p.key]}
+                for p in virtual
+                if buffers.buffer_of(p) == spec.key and p.key in results.unschedulable
+            ]
+        out.append(doc)
+    return out
 
 
 def provisioning_table(doc: JSON) -> str:
@@ -124,11 +181,26 @@ def provisioning_table(doc: JSON) -> str:
     if doc["unschedulable"]:
         lines.append(f"{len(doc['unschedulable'])} pod(s) cannot be scheduled:")
         lines.extend(f"  {u['pod']}: {u['reason']}" for u in doc["unschedulable"])
+    lines.extend(_buffer_lines(doc.get("capacityBuffers") or []))
     return "\n".join(lines)
 
 
-def disruption_json(result: Plan) -> JSON:
-    """The disruption-mode document (contract fields, plus method/savings/moves/blocked)."""
+def _buffer_lines(docs: list[JSON]) -> list[str]:
+    lines = [f"{len(docs)} capacity buffer(s):"] if docs else []
+    for b in docs:
+        ready, provisioning = b["readyForProvisioning"], b.get("provisioning")
+        line = f"  {b['name']}: {ready['reason']}, {b['replicas'] or 0} replica(s)"
+        if provisioning:
+            line += f"; {provisioning['reason']}: {provisioning['message']}"
+        elif ready["status"] != "True":
+            line += f": {ready['message']}"
+        lines.append(line)
+    return lines
+
+
+def disruption_json(result: Plan, buffered: Buffers = ()) -> JSON:
+    """The disruption-mode document (contract fields, plus method/savings/moves/blocked, and
+    the buffers' readiness when the scenario has buffers)."""
     commands = []
     for step in result.steps:
         command = step.command
@@ -136,9 +208,9 @@ def disruption_json(result: Plan) -> JSON:
         for index, (claim, name) in enumerate(
             zip(command.replacements, step.replacement_names, strict=True)
         ):
-            doc = claim_json(claim, name)
-            doc["pods"] = [key for key, to in command.moves if to == f"replacement:{index}"]
-            replacements.append(doc)
+            replacement = claim_json(claim, name)
+            replacement["pods"] = [key for key, to in command.moves if to == f"replacement:{index}"]
+            replacements.append(replacement)
         moves = [{"pod": key, "node": step.destination(to)} for key, to in command.moves]
         commands.append(
             {
@@ -150,12 +222,15 @@ def disruption_json(result: Plan) -> JSON:
                 "podsMoved": moves,
             }
         )
-    return {
+    out: JSON = {
         "commands": commands,
         "pricePerHourBefore": _price(result.price_before),
         "pricePerHourAfter": _price(result.price_after),
         "blocked": [{"node": b.name, "reason": b.reason} for b in result.blocked],
     }
+    if buffered:
+        out["capacityBuffers"] = buffers_json(buffered, None, ())
+    return out
 
 
 def disruption_table(doc: JSON) -> str:

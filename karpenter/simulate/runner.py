@@ -11,10 +11,20 @@ from karpenter.simulate.loader import Scenario
 
 def provisioning(scenario: Scenario, options: Options) -> output.JSON:
     """One provisioning pass over every pending pod of the scenario."""
-    results = solve(scenario.cluster, scenario.pending, options, bound=True)
-    return output.provisioning_json(results)
+    virtual = scenario.cluster.virtual_pods  # CapacityBuffers' chunks join the pass
+    results = solve(scenario.cluster, [*scenario.pending, *virtual], options, bound=True)
+    return output.provisioning_json(results, scenario.buffers, virtual)
 
 
-def disruption(scenario: Scenario, options: Options, now: float) -> output.JSON:
-    """Every disruption command from the scenario's snapshot, each applied before the next."""
-    return output.disruption_json(plan(scenario.cluster, options, now))
+def disruption(
+    scenario: Scenario, options: Options, now: float, *, respect_consolidate_after: bool = False
+) -> output.JSON:
+    """Every disruption command from the scenario's snapshot, each applied before the next
+    (``consolidateAfter`` counted as elapsed unless ``respect_consolidate_after``)."""
+    result = plan(
+        scenario.cluster,
+        options,
+        now,
+        assume_consolidate_after_elapsed=not respect_consolidate_after,
+    )
+    return output.disruption_json(result, scenario.buffers)

@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 import structlog
 
 from karpenter.api import decode
+from karpenter.api.capacitybuffer import BufferSpec
 from karpenter.api.pdb import UnresolvedBudget
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, DaemonSet, NodeOverlay, PodDisruptionBudget
@@ -30,6 +31,7 @@ from karpenter.core.model.storage import (
     StorageClass,
 )
 from karpenter.state.unavailable import UnavailableOfferings
+from karpenter.state.virtualpods import VirtualPods
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -206,6 +208,15 @@ class ClusterState:
         self.overlays: KindStore[NodeOverlay] = KindStore(
             "NodeOverlay", decode.node_overlay, self._notify
         )
+        # CapacityBuffers (behind their feature gate): the buffers and PodTemplates the
+        # informers deliver, and the virtual pods the buffer controller resolved from them.
+        self.capacity_buffers: KindStore[BufferSpec] = KindStore(
+            "CapacityBuffer", decode.capacity_buffer, self._notify
+        )
+        self.pod_templates: KindStore[Mapping[str, Any]] = KindStore(
+            "PodTemplate", decode.pod_template, self._notify
+        )
+        self.virtual_pods = VirtualPods(lambda key: self._notify("VirtualPods", key, None))
         self.unavailable = UnavailableOfferings()
         # pod key → (node or NodeClaim the provisioner placed it on, until when)
         self.nominations: dict[str, tuple[str, float]] = {}
@@ -364,4 +375,5 @@ class ClusterState:
             csinodes=tuple(self.csinodes.values()),
             overlays=tuple(self.overlays.values()),
             namespace_labels=labels,
+            virtual_pods=self.virtual_pods.all(),
         )

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from karpenter.api import capacitybuffer
+from karpenter.core import buffers
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.state.cluster import ClusterState, is_provisionable
 
@@ -212,3 +214,29 @@ def test_claims_of_node_by_node_name_or_provider_id() -> None:
     assert state.claims_of_node("n1") == ["c"]
     state.nodeclaims.apply("DELETED", named)
     assert state.claims_of_node("n1", "sim://c") == []
+
+
+def test_capacity_buffer_virtual_pods_reach_the_snapshot_and_tell_listeners() -> None:
+    """Virtual pods kept for a buffer are in every snapshot (by buffer key), listeners hear of a
+    change but not of a write that changes nothing, and an empty set forgets the buffer."""
+    state = ClusterState()
+    heard: list[tuple[str, str]] = []
+    state.subscribe(lambda kind, key, _obj: heard.append((kind, key)))
+    body = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+    chunk = capacitybuffer.chunk(body, "ns", "t")
+    pods = {
+        name: buffers.virtual_pods(buffers.Buffer("ns", name, chunk, replicas))
+        for name, replicas in (("b", 1), ("a", 2))
+    }
+    assert state.virtual_pods.set("ns/b", pods["b"]) and state.virtual_pods.set("ns/a", pods["a"])
+    assert not state.virtual_pods.set("ns/a", pods["a"])
+    assert heard == [("VirtualPods", "ns/b"), ("VirtualPods", "ns/a")]
+    snapshot = state.snapshot({})
+    assert [p.name for p in snapshot.virtual_pods] == [
+        "capacity-buffer-a-1",
+        "capacity-buffer-a-2",
+        "capacity-buffer-b-1",
+    ]
+    assert state.virtual_pods.set("ns/a", ())
+    assert state.virtual_pods.of("ns/a") == ()
+    assert [p.name for p in state.snapshot({}).virtual_pods] == ["capacity-buffer-b-1"]

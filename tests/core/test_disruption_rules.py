@@ -99,6 +99,30 @@ def test_pool_limit_is_min_over_active_budgets(
     assert bud.pool_limit(_pool(*budgets), reason, 20, NOW) == expected
 
 
+@pytest.mark.parametrize(
+    ("budgets", "nodes", "disrupting", "expected"),
+    [
+        pytest.param((Budget("10%"),), 20, 0, (2, 2, 2), id="percent-of-nodes"),
+        pytest.param((Budget("1"),), 5, 3, (1, 1, 1), id="allowed-not-reduced-by-disrupting"),
+        pytest.param(
+            (Budget("4"), Budget("0", reasons=("Drifted",))), 5, 1, (4, 0, 4), id="per-reason"
+        ),
+        pytest.param((), 5, 2, (bud.UNLIMITED,) * 3, id="no-budget-unlimited"),
+    ],
+)
+def test_standings_report_raw_allowance_and_consumers(
+    budgets: tuple[Budget, ...], nodes: int, disrupting: int, expected: tuple[int, int, int]
+) -> None:
+    """A pool's standing per reason (Empty, Drifted, Underutilized) is what its budgets allow,
+    not reduced by the nodes already disrupting, which are reported beside it (upstream's
+    allowed_disruptions and nodes_consuming_budgets gauges)."""
+    rows = bud.standings([_pool(*budgets)], {"default": bud.PoolCount(nodes, disrupting)}, NOW)
+    assert [(r.reason, r.allowed, r.disrupting) for r in rows] == [
+        (reason, allowed, disrupting)
+        for reason, allowed in zip(("Empty", "Drifted", "Underutilized"), expected, strict=True)
+    ]
+
+
 def test_deleting_and_not_ready_nodes_consume_budget() -> None:
     nodes = [b.managed_node(f"n{i}", M4) for i in range(6)]
     nodes[0] = replace(nodes[0], ready=False)

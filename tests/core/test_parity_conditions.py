@@ -7,6 +7,7 @@ import pytest
 
 from karpenter.core import buffers, consistency, registration
 from karpenter.core.consolidatable import consolidatable
+from karpenter.core.disruption.planner import decide
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.node import Node, NodeClaim
@@ -43,9 +44,52 @@ def test_consolidatable_after_last_pod_event(
 ) -> None:
     """Consolidatable holds once consolidateAfter has elapsed since the last pod event (or the
     Initialized transition), never for uninitialized claims or a Never policy."""
-    claim = NodeClaim("c", initialized=initialized, last_pod_event=last_event)
-    verdict = consolidatable(claim, _pool(after), T0 if initialized else None, now)
+    claim = NodeClaim(
+        "c",
+        initialized=initialized,
+        last_pod_event=last_event,
+        initialized_at=T0 if initialized else None,
+    )
+    verdict = consolidatable(claim, _pool(after), now)
     assert (verdict.consolidatable, verdict.recheck_at) == (expected, recheck)
+
+
+@pytest.mark.parametrize(
+    ("last_event", "now", "expected"),
+    [
+        pytest.param(None, T0 + 59, False, id="initialized-late-window-open"),
+        pytest.param(None, T0 + 60, True, id="initialized-late-window-closed"),
+        pytest.param(T0 + 30, T0 + 89, False, id="pod-event-after-initialized"),
+        pytest.param(T0 + 30, T0 + 90, True, id="pod-event-window-closed"),
+    ],
+)
+def test_disruption_clock_agrees_with_the_condition(
+    last_event: float | None, now: float, expected: bool
+) -> None:
+    """The disruption core starts consolidateAfter where the Consolidatable condition does: at
+    the last pod event, else at the Initialized transition (not at the claim's creation, an
+    hour earlier here), so an empty node is disrupted exactly when the condition turns True."""
+    pool = _pool(60.0)
+    it = b.catalog()[0]
+    node = b.managed_node("n1", it, creation=T0 - 3600.0)
+    claim = NodeClaim(
+        "n1",
+        "default",
+        labels=dict(node.labels),
+        provider_id=node.provider_id,
+        node_name="n1",
+        launched=True,
+        registered=True,
+        initialized=True,
+        creation=T0 - 3600.0,
+        last_pod_event=last_event,
+        initialized_at=T0,
+    )
+    cluster = b.cluster((pool,), nodes=(node,), nodeclaims=(claim,))
+    command, _ = decide(cluster, Options(), now)
+    condition = consolidatable(claim, pool, now).consolidatable
+    assert condition is expected
+    assert (command is not None and command.reason == "Empty") is expected
 
 
 @pytest.mark.parametrize(
@@ -84,6 +128,29 @@ def test_registration_transitions(
     """The condition flips True on a success leaving the window healthy, False on a failure
     leaving it unhealthy; a restarted controller seeds the window from the stored condition."""
     assert registration.transition(registration.seeded(seed), registered, current) == written
+
+
+@pytest.mark.parametrize(
+    ("condition_gen", "pool_gen", "observed_class", "class_gen", "reset"),
+    [
+        pytest.param(None, 1, None, None, True, id="no-condition-yet"),
+        pytest.param(1, 1, None, None, False, id="no-nodeclass-kind-pool-unchanged"),
+        pytest.param(1, 2, None, None, True, id="pool-edited"),
+        pytest.param(1, 1, 3, 3, False, id="nodeclass-unchanged"),
+        pytest.param(1, 1, 3, 4, True, id="nodeclass-edited"),
+        pytest.param(1, 1, None, 1, True, id="nodeclass-never-observed"),
+    ],
+)
+def test_registration_reset(
+    condition_gen: int | None,
+    pool_gen: int,
+    observed_class: int | None,
+    class_gen: int | None,
+    reset: bool,
+) -> None:
+    """NodeRegistrationHealthy goes back to Unknown when the NodePool or its NodeClass changed
+    since the condition was last reset (upstream's two generations)."""
+    assert registration.needs_reset(condition_gen, pool_gen, observed_class, class_gen) is reset
 
 
 def test_registration_two_failures_flip_false() -> None:

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from karpenter.controllers.capacity_buffers import CAPACITYBUFFERS
 from karpenter.kube import client as kc
 from karpenter.kube import errors
 from tests.e2e import harness
@@ -57,10 +56,10 @@ async def test_capacitybuffer_validation(
     async with kc.connect(control_plane.kubeconfig) as kube:
         ns = await harness.namespace(kube)
         if error is None:
-            made = await kube.create(CAPACITYBUFFERS, _buffer(spec), ns)
+            made = await kube.create(kc.CAPACITYBUFFERS, _buffer(spec), ns)
             assert made["spec"]["provisioningStrategy"] == "buffer.x-k8s.io/active-capacity"
         else:
             with pytest.raises(errors.ApiError) as caught:
-                await kube.create(CAPACITYBUFFERS, _buffer(spec), ns)
+                await kube.create(kc.CAPACITYBUFFERS, _buffer(spec), ns)
             assert error in str(caught.value)
         await kube.delete(kc.NAMESPACES, ns)

@@ -1,22 +1,28 @@
 """The conditions users watch, on a real control plane: Consolidatable, concurrent status writers,
-NodeRegistrationHealthy, the node-shape consistency check, and CapacityBuffer headroom."""
+NodeRegistrationHealthy (and its reset on NodeClass edits), the node-shape consistency check."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import anyio
 import pytest
 
 from karpenter.aio.clock import RealClock
 from karpenter.controllers import conditions
-from karpenter.controllers.capacity_buffers import CAPACITYBUFFERS, PODTEMPLATES
-from karpenter.core.buffers import FAKE_POD_ANNOTATION
+from karpenter.controllers.registration_health import RegistrationHealth
+from karpenter.core.model.node import NodeClaim
 from karpenter.kube import client as kc
 from karpenter.kube import codec
 from karpenter.kube.client import Obj
+from karpenter.kube.informers import Informer
+from karpenter.providers.aws.runtime.nodeclasses import EC2NODECLASSES, NodeClasses
 from karpenter.providers.simulated.cloud import SimulatedCloud
+from karpenter.state.cluster import ClusterState
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
+from tests.support import context, ec2nodeclass_cases
 
 pytestmark = pytest.mark.e2e
 
@@ -170,50 +176,69 @@ async def test_node_shape_inconsistency_is_reported(control_plane: ControlPlane)
 
 
 @pytest.mark.asyncio
-async def test_capacity_buffer_launches_headroom(control_plane: ControlPlane) -> None:
-    """With the CapacityBuffer gate on, a buffer of two 1-CPU chunks makes the provisioner
-    launch room for them with no real pod pending; its status says Resolved with 2 replicas."""
-    async with (
-        harness.running(control_plane.kubeconfig, FEATURE_GATES="CapacityBuffer=true") as op,
-        kc.connect(control_plane.kubeconfig) as kube,
-    ):
-        pool = harness.unique("buffer")
-        ns = await harness.namespace(kube)
-        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
-        template = {
-            "apiVersion": "v1",
-            "kind": "PodTemplate",
-            "metadata": {"name": "chunk"},
-            "template": {
-                "metadata": {"labels": {"app": "headroom"}},
-                "spec": harness.pod("x", pool, cpu="1")["spec"],
-            },
-        }
-        await kube.create(PODTEMPLATES, template, ns)
-        buffer = {
-            "apiVersion": "autoscaling.x-k8s.io/v1beta1",
-            "kind": "CapacityBuffer",
-            "metadata": {"name": "web"},
-            "spec": {"podTemplateRef": {"name": "chunk"}, "replicas": 2},
-        }
-        await kube.create(CAPACITYBUFFERS, buffer, ns)
-        assert op.capacity_buffers is not None
-        await op.capacity_buffers.reconcile()
+async def test_registration_health_resets_when_the_nodeclass_changes(
+    control_plane: ControlPlane,
+) -> None:
+    """An edit of the NodePool's EC2NodeClass (its generation moves) resets
+    NodeRegistrationHealthy to Unknown and empties the window, and the NodePool records the
+    NodeClass generation it saw; an unchanged NodeClass leaves the condition alone."""
+    clock = RealClock()
+    async with kc.connect(control_plane.kubeconfig) as kube:
+        state = ClusterState()
+        classes = NodeClasses(kube, clock)
+        feeds = ((kc.NODEPOOLS, state.nodepools), (EC2NODECLASSES, classes.store))
+        async with anyio.create_task_group() as tg:
+            for resource, sink in feeds:
+                await tg.start(Informer(kube, resource, sink, clock).run)
+            base = context.controller_context(kube, clock, state=state)
+            ctx = dataclasses.replace(base, node_class_generation=classes.generation)
+            health = RegistrationHealth(ctx)
+            nodeclass = ec2nodeclass_cases.base()
+            await kube.create(EC2NODECLASSES, nodeclass)
+            name = nodeclass["metadata"]["name"]
+            pool = harness.nodepool(harness.unique("nchealth"))
+            pool["spec"]["template"]["spec"]["nodeClassRef"] = {
+                "group": "karpenter.k8s.aws",
+                "kind": "EC2NodeClass",
+                "name": name,
+            }
+            await kube.create(kc.NODEPOOLS, pool)
+            pool_name = pool["metadata"]["name"]
 
-        async def headroom() -> list[dict[str, Any]]:
-            claims = await harness.claims_of(kube, pool)
-            return claims if len(claims) == 1 else []
+            async def seen(generation: int) -> bool:
+                raw = classes.store.raw(name)
+                return (
+                    state.nodepools.get(pool_name) is not None
+                    and raw is not None
+                    and (codec.meta(raw).get("generation") == generation)
+                )
 
-        [claim] = await harness.eventually(headroom, "a NodeClaim launched for the buffer")
-        raw = await kube.get(CAPACITYBUFFERS, "web", ns)
-        cond = codec.condition(raw, "ReadyForProvisioning") or {}
-        assert (cond.get("status"), cond.get("reason")) == ("True", "Resolved")
-        assert raw["status"]["replicas"] == 2
-        assert raw["status"]["podTemplateRef"] == {"name": "chunk"}
-        pods, _ = await kube.list(kc.PODS, ns)
-        assert not [
-            p for p in pods if FAKE_POD_ANNOTATION in (codec.meta(p).get("annotations") or {})
-        ]
-        await kube.delete(CAPACITYBUFFERS, "web", ns)
-        await harness.cleanup(kube, pool, ns)
-        assert codec.name(claim)
+            await harness.eventually(lambda: seen(1), "the mirror holds both objects")
+            assert await health.reconcile() == [pool_name]
+            raw = await kube.get(kc.NODEPOOLS, pool_name)
+            assert raw["status"]["nodeClassObservedGeneration"] == 1
+            state.nodepools.upsert(raw)
+            # a launch of the pool registers: the window turns healthy
+            owners = [{"kind": "NodePool", "uid": codec.uid(raw)}]
+            await health.observe(NodeClaim("c", pool_name), owners, True, "", "")
+
+            async def mirrored(status: str) -> bool:
+                current = state.nodepools.raw(pool_name) or {}
+                cond = codec.condition(current, "NodeRegistrationHealthy") or {}
+                return cond.get("status") == status
+
+            await harness.eventually(lambda: mirrored("True"), "True in the mirror")
+            assert await health.reconcile() == []
+            await kube.merge_patch(EC2NODECLASSES, name, {"spec": {"role": "AnotherRole"}})
+            await harness.eventually(lambda: seen(2), "the NodeClass edit in the mirror")
+            assert await health.reconcile() == [pool_name]
+            raw = await kube.get(kc.NODEPOOLS, pool_name)
+            cond = codec.condition(raw, "NodeRegistrationHealthy") or {}
+            assert (cond.get("status"), cond.get("reason")) == ("Unknown", "AwaitingReconciliation")
+            assert raw["status"]["nodeClassObservedGeneration"] == 2
+            assert codec.uid(raw) not in health.windows
+            await harness.eventually(lambda: mirrored("Unknown"), "Unknown in the mirror")
+            assert await health.reconcile() == []
+            await kube.delete(kc.NODEPOOLS, pool_name)
+            await kube.delete(EC2NODECLASSES, name)
+            tg.cancel_scope.cancel()

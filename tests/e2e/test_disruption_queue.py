@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from karpenter.cloud.provider import InsufficientCapacityError, OfferingRef
-from karpenter.controllers.disruption_queue import (
+from karpenter.controllers.disruption_marks import (
     COMMAND_ANNOTATION,
     DISRUPTED_TAINT,
     DISRUPTION_REASON,
     REPLACEMENT_ANNOTATION,
+    InFlight,
 )
 from karpenter.core.model import labels as lbl
 from karpenter.kube import client as kc
@@ -202,8 +203,12 @@ async def test_failed_replacement_rolls_back_with_backoff(control_plane: Control
 @pytest.mark.asyncio
 async def test_commands_of_two_pools_in_flight_together(control_plane: ControlPlane) -> None:
     """While one command waits for its replacement, the next decision starts another."""
+    # One replacement per command (upstream's rule): with the cost pass's splits, multi-node
+    # consolidation would take both pools' nodes in one command with two replacements.
     async with (
-        harness.running(control_plane.kubeconfig, disruption_timing=FAST) as op,
+        harness.running(
+            control_plane.kubeconfig, disruption_timing=FAST, CONSOLIDATION_MAX_REPLACEMENTS=1
+        ) as op,
         kc.connect(control_plane.kubeconfig) as kube,
     ):
         pools = [harness.unique("para"), harness.unique("parb")]
@@ -230,3 +235,61 @@ async def test_commands_of_two_pools_in_flight_together(control_plane: ControlPl
         await harness.eventually(finished, "both commands finished")
         for pool, ns in zip(pools, spaces, strict=True):
             await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_restart_rolls_back_an_unfinished_delete_only_command(
+    control_plane: ControlPlane,
+) -> None:
+    """A delete-only command a previous leader recorded but did not finish is rolled back by
+    the next leader, as upstream forgets it: taint off, record and condition cleared, the
+    candidate kept, and neither counted as a failure nor backed off."""
+    async with kc.connect(control_plane.kubeconfig) as kube:
+        pool = harness.unique("delonly")
+        ns = await harness.namespace(kube)
+        body = harness.nodepool(pool)  # consolidateAfter: Never, so nothing re-decides it
+        await kube.create(kc.NODEPOOLS, body)
+        await kube.create(kc.PODS, harness.pod("p", pool), ns)
+
+        async def up() -> dict[str, Any] | None:
+            claims = await _live(kube, pool)
+            ok = len(claims) == 1 and codec.condition_true(claims[0], "Initialized")
+            return claims[0] if ok else None
+
+        async with harness.running(control_plane.kubeconfig, disruption_timing=FAST) as op:
+            claim = await harness.eventually(up, "the pool's node up")
+            name, node = codec.name(claim), claim["status"]["nodeName"]
+            # what a leader stopped between marking and deleting leaves behind
+            crashed = InFlight("deadbeef0001", "Empty", "emptiness", "delete", {name: node}, 0, 0.0)
+            await op.disruption.queue.marks.mark_claim(name, crashed)
+            await op.disruption.queue.marks.taint(node, add=True)
+        raw = await kube.get(kc.NODECLAIMS, name)
+        assert codec.condition_true(raw, DISRUPTION_REASON)
+        assert _tainted(await kube.get(kc.NODES, node))
+        async with harness.running(control_plane.kubeconfig, disruption_timing=FAST) as again:
+            queue = again.disruption.queue
+            await harness.eventually(lambda: _true(queue.adopted), "the queue adopted")
+            # (other tests' commands may be adopted too: look at this one alone)
+            assert [c.candidates for c in queue.rolled_back if c.id == "deadbeef0001"] == [
+                {name: node}
+            ]
+            assert "deadbeef0001" not in queue.inflight
+            assert not [c for c in queue.failed if c.id == "deadbeef0001"]
+            assert node not in queue.held()
+            raw = await kube.get(kc.NODECLAIMS, name)
+            assert not codec.meta(raw).get("deletionTimestamp")
+            assert COMMAND_ANNOTATION not in (codec.meta(raw).get("annotations") or {})
+            assert codec.condition(raw, DISRUPTION_REASON) is None
+            assert not _tainted(await kube.get(kc.NODES, node))
+            failures = [
+                line
+                for line in again.metrics.render().decode().splitlines()
+                if line.startswith("karpenter_voluntary_disruption_queue_failures_total{")
+                and 'consolidation_type="empty"' in line
+            ]
+            assert not failures
+            await harness.cleanup(kube, pool, ns)
+
+
+async def _true(value: bool) -> bool:
+    return value

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 CATALOG = """\
 apiVersion: simulation.karpenter.sh/v1alpha1
 kind: InstanceTypeCatalog
@@ -235,3 +237,61 @@ spec:
         CATALOG + pool + nodes + pod("p", node_name="node-1"), "--disruption", "--now", NOW
     )
     assert [(c["reason"], c["nodes"]) for c in out["commands"]] == [("Drifted", ["node-1"])]
+
+
+def claim_of(node: str, it: str, initialized: str, pod_event: str = "") -> str:
+    event = f"\n  lastPodEventTime: '{pod_event}'" if pod_event else ""
+    return f"""\
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: {node}
+  creationTimestamp: '2026-11-01T00:00:00Z'
+  labels: {{karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: {it}}}
+spec: {{nodeClassRef: {{group: x, kind: X, name: x}}}}
+status:
+  providerID: 'fake://{node}'
+  nodeName: {node}
+  conditions:
+    - {{type: Launched, status: 'True', lastTransitionTime: '2026-11-01T00:00:10Z'}}
+    - {{type: Registered, status: 'True', lastTransitionTime: '2026-11-01T00:01:00Z'}}
+    - {{type: Initialized, status: 'True', lastTransitionTime: '{initialized}'}}{event}
+"""
+
+
+@pytest.mark.parametrize(
+    ("pod_event", "now", "emptied"),
+    [
+        pytest.param("", "2026-11-22T23:55:00Z", False, id="initialized-5m-ago-waits"),
+        pytest.param("", "2026-11-23T00:05:00Z", True, id="initialized-15m-ago-empty"),
+        pytest.param(
+            "2026-11-22T23:58:00Z", "2026-11-23T00:05:00Z", False, id="pod-event-restarts"
+        ),
+    ],
+)
+def test_consolidate_after_counts_from_initialized(pod_event: str, now: str, emptied: bool) -> None:
+    """With --respect-consolidate-after an empty node created weeks ago but initialized at
+    23:50 is emptied once consolidateAfter (10m) has passed since that transition (or since a
+    later pod event), as the Consolidatable condition says, not from its creation."""
+    pool = """\
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template: {spec: {}}
+  disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 10m, budgets: [{nodes: 100%}]}
+"""
+    scenario = (
+        CATALOG
+        + pool
+        + managed("node-1", "fake-it-3", 4, zone="test-zone-1")
+        + claim_of("node-1", "fake-it-3", "2026-11-22T23:50:00Z", pod_event)
+    )
+    out = simulate(scenario, "--disruption", "--now", now, "--respect-consolidate-after")
+    assert [c["nodes"] for c in out["commands"]] == ([["node-1"]] if emptied else [])
+    # the contract's default counts consolidateAfter as elapsed
+    assert [c["nodes"] for c in simulate(scenario, "--disruption", "--now", now)["commands"]] == [
+        ["node-1"]
+    ]

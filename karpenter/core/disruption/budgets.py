@@ -65,6 +65,30 @@ class PoolCount:
     disrupting: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """One pool's budget for one reason: what its budgets allow and who already consumes it
+    (upstream's ``allowed_disruptions`` and ``nodes_consuming_budgets`` gauges)."""
+
+    nodepool: str
+    reason: str
+    allowed: int
+    disrupting: int
+
+
+def standings(
+    pools: Iterable[NodePool], counts: Mapping[str, PoolCount], now: float
+) -> list[Standing]:
+    """Every pool's standing for every budgeted reason, by pool then reason."""
+    out = []
+    for pool in sorted(pools, key=lambda p: p.name):
+        count = counts.get(pool.name, PoolCount())
+        for reason in BUDGET_REASONS:
+            limit = pool_limit(pool, reason, count.nodes, now)
+            out.append(Standing(pool.name, reason, limit, count.disrupting))
+    return out
+
+
 def allowances(
     pools: Iterable[NodePool], counts: Mapping[str, PoolCount], now: float
 ) -> dict[str, dict[str, int]]:

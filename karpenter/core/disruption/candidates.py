@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from karpenter.core.consolidatable import window_start
 from karpenter.core.lifecycle import nodepool_hash
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, PodDisruptionBudget
@@ -144,11 +145,13 @@ class Candidate:
     drift: str = ""
     consolidatable: bool = True
     termination_grace: float | None = None
+    buffer_pods: int = 0  # CapacityBuffer virtual pods it hosts (disruption.headroom)
 
     @property
     def empty(self) -> bool:
-        """No reschedulable pod with a positive eviction cost (upstream's IsEmpty)."""
-        return self.reschedule_cost <= 1.0
+        """No reschedulable pod with a positive eviction cost (upstream's IsEmpty) and no
+        buffer headroom hosted (upstream's emptiness skips nodes with buffer pods)."""
+        return self.reschedule_cost <= 1.0 and not self.buffer_pods
 
     @property
     def savings_ratio(self) -> float:
@@ -289,8 +292,13 @@ def _consolidatable(state: StateNode, pool: NodePool, now: float, assume_elapsed
         return False
     if assume_elapsed:
         return True
+    # The Consolidatable condition's clock (last pod event, else the Initialized transition);
+    # a Node without a NodeClaim, or a claim whose transition time is unknown, counts from
+    # its creation.
     claim = state.claim
-    since = claim.last_pod_event if claim is not None and claim.last_pod_event else None
+    since = window_start(claim) if claim is not None else None
+    if since is None:
+        since = claim.last_pod_event if claim is not None and claim.last_pod_event else None
     return now >= (since if since is not None else _creation(state)) + after
 
 

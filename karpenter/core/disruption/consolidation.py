@@ -32,7 +32,7 @@ from dataclasses import replace
 from karpenter.core.disruption.candidates import Candidate, state_price
 from karpenter.core.disruption.commands import METHOD_MULTI, Command, NoOp
 from karpenter.core.disruption.context import DisruptionPass
-from karpenter.core.disruption.simulation import Outcome, reschedule
+from karpenter.core.disruption.simulation import Outcome, homeless_message, reschedule
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.instancetype import InstanceType, Offering
@@ -311,6 +311,8 @@ def _verdict(
 ) -> Command | NoOp:
     if outcome.failures:
         return NoOp("Unschedulable", outcome.failure_message())
+    if outcome.homeless:
+        return NoOp("BufferUnschedulable", homeless_message(outcome))
     if outcome.uninitialized:
         return NoOp(
             "Uninitialized", f"pods would schedule on uninitialized node {outcome.uninitialized[0]}"

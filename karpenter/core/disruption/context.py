@@ -8,9 +8,10 @@ candidates were passed over (the controller turns them into ``Unconsolidatable``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from karpenter.core.disruption import budgets as bud
+from karpenter.core.disruption import headroom
 from karpenter.core.disruption.candidates import (
     Blocked,
     Candidate,
@@ -22,6 +23,7 @@ from karpenter.core.disruption.candidates import (
     state_price,
     survey,
 )
+from karpenter.core.disruption.simulation import waiting_pods
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import NodePool
@@ -146,7 +148,24 @@ def new_pass(
         memo=survey_memo,
         held=held,
     )
+    if cluster.virtual_pods:
+        _mark_headroom(found, cluster, options, reuse)
     pools = {p.name: p for p in cluster.nodepools}
     types = {name: {it.name: it for it in its} for name, its in cluster.instance_types.items()}
     allowed = bud.allowances(cluster.nodepools, budget_counts(found.states), now)
     return DisruptionPass(cluster, options, now, found, pools, types, allowed, reuse=reuse)
+
+
+def _mark_headroom(found: Survey, cluster: Cluster, options: Options, reuse: Reuse) -> None:
+    """Candidates hosting CapacityBuffer pods carry their count (so they are not empty)."""
+    waiting = waiting_pods(cluster, found.states, reuse)
+    hosts = headroom.hosting(cluster, options, reuse, waiting).hosts
+    if not hosts:
+        return
+    found.candidates = [
+        replace(c, buffer_pods=hosts[c.name]) if c.name in hosts else c for c in found.candidates
+    ]
+    found.managed = {
+        name: replace(c, buffer_pods=hosts[name]) if name in hosts else c
+        for name, c in found.managed.items()
+    }

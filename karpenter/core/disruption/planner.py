@@ -153,11 +153,14 @@ def plan(
     now: float,
     *,
     max_commands: int | None = None,
+    assume_consolidate_after_elapsed: bool = True,
 ) -> Plan:
     """Every command the controller would carry out from ``cluster``, each applied in turn.
 
-    ``consolidateAfter`` counts as elapsed (the simulator's contract). The loop ends when a
-    pass finds nothing; every command removes nodes or strictly lowers the price, so it ends.
+    ``consolidateAfter`` counts as elapsed (the simulator's contract) unless
+    ``assume_consolidate_after_elapsed`` is False: then it is counted at ``now`` as the
+    controller counts it. The loop ends when a pass finds nothing; every command removes nodes
+    or strictly lowers the price, so it ends.
     """
     before = fleet_price(cluster)
     steps: list[Step] = []
@@ -171,7 +174,7 @@ def plan(
             cluster,
             options,
             now,
-            assume_consolidate_after_elapsed=True,
+            assume_consolidate_after_elapsed=assume_consolidate_after_elapsed,
             reuse=reuse,
             survey_memo=memo,
         )

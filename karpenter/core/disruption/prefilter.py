@@ -16,8 +16,8 @@ Spot candidates without SpotToSpotConsolidation: once a replacement is certain (
 residual) and it could only be spot-capable, the answer is no. It could only be spot-capable
 when nothing can narrow its zones or capacity types: every NodePool allows spot, every type
 with an offering in a pool's zones offers spot there, no offering is reserved, and no pod that
-the what-if places (the candidates', pending ones, those of deleting nodes) nor any pod with
-required anti-affinity constrains where pods go.
+the what-if places (the candidates', pending ones, those of deleting nodes, buffer pods) nor
+any pod with required anti-affinity constrains where pods go.
 """
 
 from __future__ import annotations
@@ -173,7 +173,8 @@ def _spot_everywhere(ps: DisruptionPass) -> bool:
     waiting = pending_pods(cluster) + [
         p for s in ps.states if s.deleting for p in s.pods if reschedulable(p)
     ]
-    return all(_free_to_go_anywhere(p) for p in waiting)
+    # CapacityBuffer pods join the what-ifs too (disruption.headroom)
+    return all(_free_to_go_anywhere(p) for p in [*waiting, *cluster.virtual_pods])
 
 
 def _spot_only(ps: DisruptionPass, candidates: Sequence[Candidate]) -> bool:

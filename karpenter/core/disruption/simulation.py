@@ -6,7 +6,9 @@ command (``karpenter.sh/disrupted`` taint), on every other node (candidates and 
 out), so a new command never counts on room an in-flight command's pods will take. Only the
 candidates' pods matter to the outcome: pending pods compete for the same room but their own
 failures and NodeClaims are not the command's business, so NodeClaims that hold none of the
-candidates' pods are dropped.
+candidates' pods are dropped. CapacityBuffer virtual pods the cluster hosts (``headroom``) are
+scheduled too and are the command's business: NodeClaims holding them are kept, and those left
+without room are reported (``Outcome.homeless``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from karpenter.core.disruption import headroom
 from karpenter.core.disruption.candidates import Candidate, in_flight, reschedulable
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
@@ -33,6 +36,8 @@ class Outcome:
     moves: tuple[tuple[str, str], ...]
     failures: tuple[tuple[str, str], ...]
     uninitialized: tuple[str, ...]
+    # hosted buffer pods the what-if found no room for (consolidation refuses to lose them)
+    homeless: tuple[str, ...] = ()
 
     def failure_message(self) -> str:
         """A one-line summary of the pods that could not be placed."""
@@ -48,6 +53,25 @@ def pending_pods(cluster: Cluster) -> list[Pod]:
         for p in cluster.pods
         if not p.node_name and p.is_active() and not p.is_daemonset_pod() and not p.is_mirror_pod()
     ]
+
+
+def waiting_pods(
+    cluster: Cluster, states: Sequence[StateNode], reuse: Reuse | None = None
+) -> list[Pod]:
+    """The pending pods and the reschedulable pods of in-flight nodes (deleting, or held by a
+    command), as every what-if on the snapshot schedules them (computed once per snapshot)."""
+
+    def waiting() -> list[Pod]:
+        deleting = [
+            replace(p, node_name="")
+            for s in states
+            if in_flight(s)
+            for p in s.pods
+            if reschedulable(p)
+        ]
+        return [*pending_pods(cluster), *deleting]
+
+    return waiting() if reuse is None else reuse.derived(cluster, "disruption.waiting", waiting)
 
 
 def _unbound(c: Candidate) -> list[Pod]:
@@ -76,23 +100,14 @@ def reschedule(
         else:
             moving += reuse.derived(cluster, f"disruption.unbound:{c.name}", unbound)
     keys = {p.key for p in moving}
-
-    def waiting() -> list[Pod]:
-        deleting = [
-            replace(p, node_name="")
-            for s in states
-            if in_flight(s)
-            for p in s.pods
-            if reschedulable(p)
-        ]
-        return [*pending_pods(cluster), *deleting]
-
     # Pending and deleting pods are the same for every what-if on one snapshot.
-    others = waiting() if reuse is None else reuse.derived(cluster, "disruption.waiting", waiting)
+    others = waiting_pods(cluster, states, reuse)
+    buffered = headroom.hosting(cluster, options, reuse, others).pods
+    held = {p.key for p in buffered}
     excluded = frozenset(c.name for c in candidates)
     results = solve(
         cluster,
-        [*others, *moving],
+        [*others, *buffered, *moving],
         options,
         excluded_nodes=excluded,
         reuse=reuse,
@@ -101,7 +116,9 @@ def reschedule(
         # First fit answers "do the pods fit elsewhere?"; splitting is consolidation's call.
         repack=repack,
     )
-    claims = tuple(c for c in results.new_claims if any(p.key in keys for p in c.pods))
+    claims = tuple(
+        c for c in results.new_claims if any(p.key in keys or p.key in held for p in c.pods)
+    )
     moves: list[tuple[str, str]] = []
     uninitialized: list[str] = []
     initialized: dict[str, bool] = (
@@ -119,4 +136,12 @@ def reschedule(
     for index, claim in enumerate(claims):
         moves.extend((p.key, f"replacement:{index}") for p in claim.pods if p.key in keys)
     failures = tuple(sorted((k, r) for k, r in results.unschedulable.items() if k in keys))
-    return Outcome(claims, tuple(sorted(moves)), failures, tuple(uninitialized))
+    homeless = tuple(sorted(k for k in results.unschedulable if k in held))
+    return Outcome(claims, tuple(sorted(moves)), failures, tuple(uninitialized), homeless)
+
+
+def homeless_message(outcome: Outcome) -> str:
+    """Why a command would lose CapacityBuffer headroom (the hosted pods left without room)."""
+    shown = ", ".join(outcome.homeless[:3])
+    more = f" (and {len(outcome.homeless) - 3} more)" if len(outcome.homeless) > 3 else ""
+    return f"capacity buffer pod(s) would lose their room: {shown}{more}"

@@ -22,7 +22,7 @@ from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import Command, NoOp
 from karpenter.core.disruption.consolidation import rebuild, worst_launch_price
 from karpenter.core.disruption.context import DisruptionPass
-from karpenter.core.disruption.simulation import reschedule
+from karpenter.core.disruption.simulation import homeless_message, reschedule
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.nodepool import REASON_UNDERUTILIZED
@@ -114,6 +114,8 @@ def consolidate_split(
     outcome = reschedule(ps.cluster, candidates, ps.states, ps.options, ps.reuse, repack=True)
     if outcome.failures:
         return NoOp("Unschedulable", outcome.failure_message())
+    if outcome.homeless:
+        return NoOp("BufferUnschedulable", homeless_message(outcome))
     if outcome.uninitialized:
         return NoOp(
             "Uninitialized", f"pods would schedule on uninitialized node {outcome.uninitialized[0]}"

@@ -90,3 +90,6 @@ class Cluster:
     csinodes: tuple[CSINode, ...] = ()
     overlays: tuple[NodeOverlay, ...] = ()
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # CapacityBuffers' virtual pods (core.buffers): headroom every provisioning pass adds to
+    # the pending pods and every disruption what-if must keep room for. Never in ``pods``.
+    virtual_pods: tuple[Pod, ...] = ()

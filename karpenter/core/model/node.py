@@ -64,6 +64,9 @@ class NodeClaim:
     instance_terminating: bool = False
     # When a non-DaemonSet pod last bound to, or left, the node (consolidateAfter counts from it).
     last_pod_event: float | None = None
+    # When the ``Initialized`` condition turned True (consolidateAfter counts from it when no
+    # pod event was seen yet); None when not initialized or the time is unknown.
+    initialized_at: float | None = None
     # The reason of a True ``Drifted`` condition (the cloud provider's drift, written by the
     # drift controller); "" when not drifted.
     drifted: str = ""

@@ -84,6 +84,7 @@ async def open_aws(
             core_options(host.settings),
             informers=[(classes_mod.EC2NODECLASSES, classes.store)],
             leader_services=leader_services,
+            node_class_generation=classes.generation,
         )
 
 

@@ -15,6 +15,7 @@ import anyio
 import anyio.abc
 
 from karpenter.aio.clock import Clock
+from karpenter.core.model.node import NodeClassRef
 from karpenter.core.scheduling.requirements import from_selector_terms
 from karpenter.kube import codec, errors
 from karpenter.kube.client import (
@@ -50,6 +51,14 @@ class NodeClasses:
     def _notify(self, kind: str, key: str, obj: Obj | None) -> None:
         del kind, key, obj
         self.changed.set()
+
+    def generation(self, ref: NodeClassRef) -> int | None:
+        """The generation of the EC2NodeClass ``ref`` names (None: another kind, or absent)."""
+        if (ref.group, ref.kind) != (EC2NODECLASSES.group, EC2NODECLASSES.kind):
+            return None
+        raw = self.store.raw(ref.name)
+        generation = codec.meta(raw).get("generation") if raw is not None else None
+        return generation if isinstance(generation, int) else None
 
     async def get(self, name: str) -> nc.EC2NodeClass | None:
         """The NodeClass by name (None when absent or invalid)."""
