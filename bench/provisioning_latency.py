@@ -71,7 +71,11 @@ async def _measure(kubeconfig: Path, pods: int, idle: str, max_: str) -> dict[st
         cloud = SimulatedCloud(kube, fake_instance_types(20), clock)
         base = Host(kube, ClusterState(), EventRecorder(kube, clock), clock, Metrics(), settings)
         plugin = Plugin(cloud, settings.core_options(), services=(cloud.run,))
-        op = Operator(ControllerContext.of(base, plugin), services=plugin.services)
+        op = Operator(
+            ControllerContext.of(base, plugin),
+            services=plugin.services,
+            leader_services=plugin.leader_services,
+        )
 
         def on_change(kind: str, key: str, obj: object) -> None:
             pod = op.state.pods.get(key) if kind == "Pod" else None

@@ -268,12 +268,14 @@ class Operator:
         self.leading = True
         try:
             async with anyio.create_task_group() as tg:
+                # The provider's leader services first: the simulated cloud's booter must be
+                # up before the provisioner's first launch.
+                for service in self.leader_services:
+                    await tg.start(service)
                 for queued in self.queued:
                     await tg.start(queued)
                 for loop in self.loops:
                     tg.start_soon(loop)
-                for service in self.leader_services:
-                    await tg.start(service)
         finally:
             self.leading = False
 

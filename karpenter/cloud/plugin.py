@@ -70,6 +70,6 @@ class Plugin:
     cloud: CloudProvider
     options: Options  # the core's options, with whatever the provider adds
     informers: Sequence[tuple[Resource, Sink]] = ()  # the provider's own kinds
-    services: Sequence[Service] = ()  # run on every replica (e.g. the simulated node booter)
-    leader_services: Sequence[Service] = ()  # run only while leading (provider controllers)
+    services: Sequence[Service] = ()  # run on every replica (nothing that writes to the cluster)
+    leader_services: Sequence[Service] = ()  # only while leading (controllers, the node booter)
     node_class_generation: NodeClassGeneration = no_node_classes

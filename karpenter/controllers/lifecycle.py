@@ -122,7 +122,13 @@ class Lifecycle(Controller):
             # (say, a Conflict patching the Node) must not call create a second time.
             self._set_ready(conds)
             await self._write_status(raw, conds, status)
-            claim, raw = launched, self.state.nodeclaims.raw(name) or raw
+            # The provider reports status (provider ID, type, capacity), not the claim's spec:
+            # registration and initialization read the stored claim, whose startup taints
+            # initialization must see gone (a claim taken as initialized while they remain
+            # would offer its node to pods that cannot land there: a duplicate launch).
+            stored = self.state.nodeclaims.get(name)
+            claim = stored if stored is not None and stored.provider_id else launched
+            raw = self.state.nodeclaims.raw(name) or raw
             conds, status = codec.conditions(raw), {}
         try:
             requeue = await self._register(raw, claim, conds, status, log)

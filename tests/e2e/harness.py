@@ -82,6 +82,7 @@ async def running(
             op = Operator(
                 ControllerContext.of(base, plugin),
                 services=plugin.services,
+                leader_services=plugin.leader_services,
                 identity=identity,
                 disruption_timing=disruption_timing,
             )

@@ -48,4 +48,6 @@ class SimulatedProvider:
             boot_delay_s=self.boot_delay_s,
             startup_agent_delay_s=self.startup_agent_delay_s,
         )
-        yield Plugin(cloud, host.settings.core_options(), services=(cloud.run,))
+        # Its instances live in the cluster: only the leader boots, reconciles and collects them
+        # (a standby writing there would act beside the leader).
+        yield Plugin(cloud, host.settings.core_options(), leader_services=(cloud.run,))
