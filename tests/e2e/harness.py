@@ -66,18 +66,20 @@ async def running(
     catalog_size: int = 8,
     catalog: Sequence[InstanceType] = (),
     boot_delay_s: float = 0.0,
+    agent_delay_s: float | None = 1.0,
     identity: str = "",
     disruption_timing: tuple[float, float] = (10.0, 15.0),
     **overrides: Any,
 ) -> AsyncIterator[Operator]:
     """An Operator with a simulated cloud (``catalog``, else the fake catalog of
-    ``catalog_size`` types), running until the block exits (built as ``karpenter run`` builds
+    ``catalog_size`` types; its node agent removes startup taints ``agent_delay_s`` after a
+    Node is Ready, None: never), running until the block exits (built as ``karpenter run`` builds
     it: a host, the provider opened on it, one controller context)."""
     clock = RealClock()
     async with kc.connect(kubeconfig) as kube:
         base = context.host(kube, clock, settings=settings(**overrides))
         types = tuple(catalog) or fake_instance_types(catalog_size)
-        provider = SimulatedProvider(types, boot_delay_s)
+        provider = SimulatedProvider(types, boot_delay_s, agent_delay_s)
         async with provider.open(base) as plugin:
             op = Operator(
                 ControllerContext.of(base, plugin),

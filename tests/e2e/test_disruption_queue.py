@@ -123,7 +123,9 @@ async def test_restart_mid_command_carries_on(control_plane: ControlPlane) -> No
     async with kc.connect(control_plane.kubeconfig) as kube:
         pool = harness.unique("restart")
         ns = await harness.namespace(kube)
-        async with harness.running(control_plane.kubeconfig, disruption_timing=FAST) as op:
+        async with harness.running(
+            control_plane.kubeconfig, disruption_timing=FAST, agent_delay_s=None
+        ) as op:
             first = await _start_replace(op, kube, pool, ns)
             pair = await harness.eventually(
                 lambda: _in_flight(kube, pool), "a replace command in flight", wait_s=60
@@ -135,7 +137,9 @@ async def test_restart_mid_command_carries_on(control_plane: ControlPlane) -> No
         assert COMMAND_ANNOTATION in codec.meta(raw)["annotations"]
         assert codec.condition_true(raw, DISRUPTION_REASON)
         assert _tainted(await kube.get(kc.NODES, raw["status"]["nodeName"]))
-        async with harness.running(control_plane.kubeconfig, disruption_timing=FAST) as again:
+        async with harness.running(
+            control_plane.kubeconfig, disruption_timing=FAST, agent_delay_s=None
+        ) as again:
             queue = again.disruption.queue
 
             async def adopted() -> bool:
@@ -163,7 +167,7 @@ async def test_failed_replacement_rolls_back_with_backoff(control_plane: Control
     """A replacement whose launch fails rolls its command back: taint off, record and condition
     cleared, and the node held back from the next decisions."""
     async with (
-        harness.running(control_plane.kubeconfig, disruption_timing=FAST) as op,
+        harness.running(control_plane.kubeconfig, disruption_timing=FAST, agent_delay_s=None) as op,
         kc.connect(control_plane.kubeconfig) as kube,
     ):
         pool = harness.unique("rollback")
@@ -207,7 +211,10 @@ async def test_commands_of_two_pools_in_flight_together(control_plane: ControlPl
     # consolidation would take both pools' nodes in one command with two replacements.
     async with (
         harness.running(
-            control_plane.kubeconfig, disruption_timing=FAST, CONSOLIDATION_MAX_REPLACEMENTS=1
+            control_plane.kubeconfig,
+            disruption_timing=FAST,
+            agent_delay_s=None,  # the test plays the node agent (``_agent_ready``)
+            CONSOLIDATION_MAX_REPLACEMENTS=1,
         ) as op,
         kc.connect(control_plane.kubeconfig) as kube,
     ):
@@ -256,7 +263,9 @@ async def test_restart_rolls_back_an_unfinished_delete_only_command(
             ok = len(claims) == 1 and codec.condition_true(claims[0], "Initialized")
             return claims[0] if ok else None
 
-        async with harness.running(control_plane.kubeconfig, disruption_timing=FAST) as op:
+        async with harness.running(
+            control_plane.kubeconfig, disruption_timing=FAST, agent_delay_s=None
+        ) as op:
             claim = await harness.eventually(up, "the pool's node up")
             name, node = codec.name(claim), claim["status"]["nodeName"]
             # what a leader stopped between marking and deleting leaves behind
@@ -266,7 +275,9 @@ async def test_restart_rolls_back_an_unfinished_delete_only_command(
         raw = await kube.get(kc.NODECLAIMS, name)
         assert codec.condition_true(raw, DISRUPTION_REASON)
         assert _tainted(await kube.get(kc.NODES, node))
-        async with harness.running(control_plane.kubeconfig, disruption_timing=FAST) as again:
+        async with harness.running(
+            control_plane.kubeconfig, disruption_timing=FAST, agent_delay_s=None
+        ) as again:
             queue = again.disruption.queue
             await harness.eventually(lambda: _true(queue.adopted), "the queue adopted")
             # (other tests' commands may be adopted too: look at this one alone)
