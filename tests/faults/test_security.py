@@ -43,8 +43,6 @@ USED_ON_SOME_RUNS = {
 # Grants a short run does not exercise, each with the reason it is in the chart.
 UNUSED_BY_DESIGN = {
     ("create", "", "nodes"): "cloudProvider=simulated creates its Nodes (no kubelet)",
-    ("patch", "", "nodes/status"): "cloudProvider=simulated reports Node status as a kubelet",
-    ("update", "", "nodes/status"): "cloudProvider=simulated (the same status writes)",
     ("update", "", "nodes"): "Node writes other than patch (finalizer release by update)",
     ("get", "", "pods"): "single-object reads happen on mirror misses only",
     ("get", "", "nodes"): "single-object reads on mirror misses",
