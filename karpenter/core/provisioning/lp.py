@@ -21,6 +21,13 @@ _OPTIMAL = 7  # HighsModelStatus.kOptimal
 _FEASIBLE = 2  # kSolutionStatusFeasible: a MIP stopped at a work limit may still have one
 
 ITERATION_LIMIT = 200_000
+_HEURISTICS = (
+    "mip_allow_restart",
+    "mip_heuristic_run_rins",
+    "mip_heuristic_run_rens",
+    "mip_heuristic_run_root_reduced_cost",
+    "mip_heuristic_run_feasibility_jump",
+)
 NODE_LIMIT = 200
 
 
@@ -76,14 +83,64 @@ class Solution:
     bound: float = -INF  # proven lower bound (MIPs stopped at a limit still have one)
 
 
-def solve(
-    model: Model,
-    *,
-    integer: bool = False,
-    node_limit: int = NODE_LIMIT,
-    gap: float = 1e-4,
-) -> Solution:
-    """Solve ``model`` (as a MIP when ``integer``, to relative ``gap``)."""
+class Master:
+    """A linear program kept in one HiGHS instance across solves (column generation, diving).
+
+    Rows are fixed up front; columns are appended and their lower bounds raised between
+    solves, and every solve starts from the previous basis, so a re-solve after a few new
+    columns or a raised bound costs a handful of simplex iterations instead of a cold start.
+    """
+
+    def __init__(self, row_lower: Sequence[float], row_upper: Sequence[float]) -> None:
+        self._h = _solver()
+        self._big = float(self._h.getInfinity())
+        rows = len(row_lower)
+        self._h.addRows(
+            rows,
+            [self._finite(v) for v in row_lower],
+            [self._finite(v) for v in row_upper],
+            0,
+            [0] * rows,
+            [],
+            [],
+        )
+        self.columns = 0
+
+    def _finite(self, value: float) -> float:
+        return max(-self._big, min(self._big, value))
+
+    def add_columns(
+        self, costs: Sequence[float], entries: Sequence[Sequence[tuple[int, float]]]
+    ) -> None:
+        """Append columns (cost, (row, coefficient) entries each), bounded below by 0."""
+        if not costs:
+            return
+        starts: list[int] = []
+        index: list[int] = []
+        value: list[float] = []
+        for column in entries:
+            starts.append(len(index))
+            for row, coefficient in column:
+                index.append(row)
+                value.append(coefficient)
+        n = len(costs)
+        self._h.addCols(
+            n, list(costs), [0.0] * n, [self._big] * n, len(index), starts, index, value
+        )
+        self.columns += n
+
+    def set_lower(self, column: int, value: float) -> None:
+        """Raise (or lower) one column's lower bound."""
+        self._h.changeColBounds(column, value, self._big)
+
+    def solve(self) -> Solution:
+        """The LP optimum from the current basis: values, row duals, objective."""
+        self._h.run()
+        return _result(self._h, False)
+
+
+def _solver() -> _Solver:
+    """A quiet, single-threaded, seeded HiGHS instance with the iteration limit set."""
     from highspy import _core  # noqa: PLC0415 - loaded on first use: most passes never optimize
 
     # _Highs is the plain solver; highspy.Highs adds callbacks and prints a banner on stdout.
@@ -93,11 +150,33 @@ def solve(
         ("threads", 1),
         ("random_seed", 0),
         ("simplex_iteration_limit", ITERATION_LIMIT),
-        ("mip_max_nodes", node_limit),
-        ("mip_rel_gap", gap),
     ):
         h.setOptionValue(name, value)
-    big = _core.kHighsInf
+    return h
+
+
+def solve(
+    model: Model,
+    *,
+    integer: bool = False,
+    node_limit: int = NODE_LIMIT,
+    gap: float = 1e-4,
+    cutoff: float | None = None,
+    lean: bool = False,
+) -> Solution:
+    """Solve ``model`` (as a MIP when ``integer``, to relative ``gap``; a MIP stops at
+    ``cutoff``-or-dearer answers, keeping only cheaper ones). A ``lean`` MIP skips HiGHS'
+    restarts and primal heuristics (sub-MIPs, feasibility jump): most of its time on small
+    programs whose caller already holds a good answer (the cutoff)."""
+    h = _solver()
+    for name, value in (("mip_max_nodes", node_limit), ("mip_rel_gap", gap)):
+        h.setOptionValue(name, value)
+    if lean:
+        for name in _HEURISTICS:
+            h.setOptionValue(name, False)
+    if cutoff is not None:
+        h.setOptionValue("objective_bound", cutoff)
+    big = h.getInfinity()
     h.passModel(
         model.columns,
         len(model.row_lower),
