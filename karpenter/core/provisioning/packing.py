@@ -137,7 +137,7 @@ def pack(problem: Problem, incumbent: Sequence[Bin], hints: Sequence[Column] = (
         root = engine.generate(TAIL_ROUNDS, wide=True, slack=max(gap, 0.0))
     if root is None:
         return Packed(list(incumbent), ())
-    dived = engine.dive(root)
+    dived = engine.dive(root, cost(problem, incumbent))
     best = _cheaper(problem, list(incumbent), engine.improve(engine.trim(dived or [])))
     candidates = engine.candidates(root, cost(problem, best))
     if cost(problem, best) > root.objective * (1 + MIP_GAP):
@@ -396,9 +396,10 @@ class _Engine:
             bins.extend(Bin(kind, t, counts) for _ in range(round(value)))
         return self.improve(self.trim(bins)) if feasible(p, bins) else None
 
-    def dive(self, relaxed: lp.Solution) -> list[Bin] | None:
+    def dive(self, relaxed: lp.Solution, cutoff: float) -> list[Bin] | None:
         """Whole bins from the LP: fix what it uses whole, round up its most-used fraction,
-        re-solve (and re-price, for the first dives) until it is integral."""
+        re-solve (and re-price, for the first dives) until it is integral (None: the LP
+        reached ``cutoff``, so this dive cannot end cheaper than that)."""
         dives = 0
         while True:
             if not self._round(relaxed.values):
@@ -406,7 +407,7 @@ class _Engine:
             dives += 1
             rounds = DIVE_ROUNDS if dives <= PRICED_DIVES else 0
             solved = self.generate(rounds, wide=True, searched=DIVE_SEARCHED)
-            if solved is None:
+            if solved is None or solved.objective >= cutoff - _EPS:
                 return None
             relaxed = solved
         bins: list[Bin] = []
