@@ -28,7 +28,7 @@ from typing import NamedTuple
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.pod import HostPort
-from karpenter.core.provisioning import packing, sharing
+from karpenter.core.provisioning import packing, sharing, work
 from karpenter.core.provisioning.build import Limits, PassContext
 from karpenter.core.provisioning.podwork import PodWork
 from karpenter.core.provisioning.targets import Claim, Existing, Template
@@ -142,12 +142,15 @@ def repack(
     placements: Sequence[Placement],
     start: Start,
     hostname: Callable[[], str],
+    budget: work.Budget | None = None,
 ) -> list[Claim]:
-    """The pass's claims, each class repacked where that is valid and cheaper."""
+    """The pass's claims, each class repacked where that is valid and cheaper, the packing's
+    work charged to ``budget`` (default: ``Options.cost_work`` units)."""
     from karpenter.core.provisioning import replay  # noqa: PLC0415 - replay imports results
 
     plans: dict[int, tuple[_Class, dict[int, Planned]]] = {}
-    memory = sharing.Memory()  # zones often pose one problem, or nearly
+    budget = budget if budget is not None else work.Budget(ctx.options.cost_work)
+    memory = sharing.Memory(budget)  # zones often pose one problem, or nearly
     for whole in _classes(claims, placements):
         planned = _plan(ctx, whole, placements, hostname, memory)
         if planned is not None:

@@ -81,6 +81,7 @@ class Solution:
     duals: tuple[float, ...] = ()
     objective: float = INF
     bound: float = -INF  # proven lower bound (MIPs stopped at a limit still have one)
+    work: int = 0  # simplex iterations, plus branch-and-bound nodes for a MIP
 
 
 class Master:
@@ -133,8 +134,10 @@ class Master:
         """Raise (or lower) one column's lower bound."""
         self._h.changeColBounds(column, value, self._big)
 
-    def solve(self) -> Solution:
-        """The LP optimum from the current basis: values, row duals, objective."""
+    def solve(self, iterations: int = ITERATION_LIMIT) -> Solution:
+        """The LP optimum from the current basis: values, row duals, objective (not ``ok``
+        when it needs more than ``iterations`` simplex iterations)."""
+        self._h.setOptionValue("simplex_iteration_limit", min(iterations, ITERATION_LIMIT))
         self._h.run()
         return _result(self._h, False)
 
@@ -163,13 +166,19 @@ def solve(
     gap: float = 1e-4,
     cutoff: float | None = None,
     lean: bool = False,
+    iterations: int = ITERATION_LIMIT,
 ) -> Solution:
     """Solve ``model`` (as a MIP when ``integer``, to relative ``gap``; a MIP stops at
     ``cutoff``-or-dearer answers, keeping only cheaper ones). A ``lean`` MIP skips HiGHS'
     restarts and primal heuristics (sub-MIPs, feasibility jump): most of its time on small
-    programs whose caller already holds a good answer (the cutoff)."""
+    programs whose caller already holds a good answer (the cutoff). ``iterations`` caps the
+    simplex iterations of each LP HiGHS solves (for a MIP: of each node's LP, not their sum)."""
     h = _solver()
-    for name, value in (("mip_max_nodes", node_limit), ("mip_rel_gap", gap)):
+    for name, value in (
+        ("mip_max_nodes", node_limit),
+        ("mip_rel_gap", gap),
+        ("simplex_iteration_limit", min(iterations, ITERATION_LIMIT)),
+    ):
         h.setOptionValue(name, value)
     if lean:
         for name in _HEURISTICS:
@@ -204,9 +213,10 @@ def _result(h: _Solver, integer: bool) -> Solution:
     solution = h.getSolution()
     feasible = info.primal_solution_status == _FEASIBLE and solution.value_valid
     usable = status == _OPTIMAL or integer
+    work = int(info.simplex_iteration_count) + (max(int(info.mip_node_count), 0) if integer else 0)
     if not usable or not feasible:
         bound = float(info.mip_dual_bound) if integer else -INF
-        return Solution(False, bound=bound)
+        return Solution(False, bound=bound, work=work)
     objective = float(info.objective_function_value)
     if integer:
         bound = float(info.mip_dual_bound)
@@ -214,4 +224,5 @@ def _result(h: _Solver, integer: bool) -> Solution:
     else:
         bound = objective
         duals = tuple(float(d) for d in solution.row_dual)
-    return Solution(True, tuple(float(v) for v in solution.col_value), duals, objective, bound)
+    values = tuple(float(v) for v in solution.col_value)
+    return Solution(True, values, duals, objective, bound, work)

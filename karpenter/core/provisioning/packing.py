@@ -13,7 +13,9 @@ times, else the most-used fractional one is rounded up, and the LP is re-solved 
 for what is left) until it is integral; a local search then merges bins. The incumbent (the
 first pass's own packing) is among the patterns and is kept whenever nothing cheaper is found,
 so the answer is never dearer than it. Work is bounded by counts (rounds, patterns, search
-nodes, simplex iterations, dives), never by time.
+nodes, simplex iterations, dives), never by time, and charged to a ``work.Budget``: once it is
+spent no further step starts, a dive under way is finished by rounding its LP up, and the
+cheapest valid packing found so far (at worst the incumbent) is the answer.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from karpenter.core.provisioning import bintypes, lp, pricing
+from karpenter.core.provisioning import bintypes, lp, pricing, work
 
 ROUNDS = 20  # pricing rounds before diving
 TAIL_ROUNDS = 1  # pricing rounds over every fitting type once the LP has settled
@@ -36,6 +38,10 @@ SEARCHED_TYPES = 8
 MIP_COLUMNS = 40
 MIP_NODES = 50
 MIP_GAP = 0.002
+# Work units that must be left for the integer program to start: HiGHS caps its nodes but not
+# the sum of its LPs' iterations, so it runs only with room for the most any bench class took
+# (about 1,100 units: ≤ MIP_COLUMNS columns, ≤ MIP_NODES nodes, no sub-MIP heuristics).
+MIP_RESERVE = 2_500
 GREEDY_FIRST = 0
 SETTLED = 0.003
 STRONG = 8  # fractional patterns tried before rounding one up
@@ -120,12 +126,19 @@ class Packed:
     patterns: tuple[Column, ...]
 
 
-def pack(problem: Problem, incumbent: Sequence[Bin], hints: Sequence[Column] = ()) -> Packed:
+def pack(
+    problem: Problem,
+    incumbent: Sequence[Bin],
+    hints: Sequence[Column] = (),
+    budget: work.Budget | None = None,
+) -> Packed:
     """A packing no dearer than ``incumbent`` (which must be feasible), usually cheaper;
-    ``hints`` are patterns to start from (a similar problem's, already fitted to this one)."""
-    if not problem.demand:
+    ``hints`` are patterns to start from (a similar problem's, already fitted to this one);
+    the work done is charged to ``budget`` (default: a fresh ``work.Budget``)."""
+    budget = budget if budget is not None else work.Budget()
+    if not problem.demand or budget.exhausted:
         return Packed(list(incumbent), ())
-    engine = _Engine(problem)
+    engine = _Engine(problem, budget)
     for kind, t, counts in [*((b.kind, b.type, b.counts) for b in incumbent), *hints]:
         engine.add(kind, t, counts)
     if not hints:
@@ -134,13 +147,13 @@ def pack(problem: Problem, incumbent: Sequence[Bin], hints: Sequence[Column] = (
     if root is not None:
         # patterns on every type within the gap to the incumbent: whole bins need them
         gap = cost(problem, incumbent) - root.objective
-        root = engine.generate(TAIL_ROUNDS, wide=True, slack=max(gap, 0.0))
+        root = engine.generate(TAIL_ROUNDS, wide=True, slack=max(gap, 0.0)) or root
     if root is None:
         return Packed(list(incumbent), ())
     dived = engine.dive(root, cost(problem, incumbent))
     best = _cheaper(problem, list(incumbent), engine.improve(engine.trim(dived or [])))
     candidates = engine.candidates(root, cost(problem, best))
-    if cost(problem, best) > root.objective * (1 + MIP_GAP):
+    if cost(problem, best) > root.objective * (1 + MIP_GAP) and budget.left >= MIP_RESERVE:
         best = _cheaper(problem, best, engine.integer(candidates, cost(problem, best)) or [])
     kept = dict.fromkeys([*((b.kind, b.type, b.counts) for b in best), *candidates])
     return Packed(best, tuple(kept))
@@ -156,8 +169,9 @@ def _cheaper(problem: Problem, best: list[Bin], other: list[Bin]) -> list[Bin]:
 class _Engine:
     """Patterns found so far, the LP master over them, and the bins fixed by diving."""
 
-    def __init__(self, problem: Problem) -> None:
+    def __init__(self, problem: Problem, budget: work.Budget) -> None:
         self.p = problem
+        self.budget = budget
         groups = len(problem.demand)
         pinned = [i for i, k in enumerate(problem.kinds) if k.count]
         self._kind_rows = {kind: groups + n for n, kind in enumerate(pinned)}
@@ -270,9 +284,13 @@ class _Engine:
                     self.add(kind, t, mix)
 
     def solve(self) -> lp.Solution | None:
-        """The LP master over every pattern, with the fixed bins as lower bounds."""
+        """The LP master over every pattern, with the fixed bins as lower bounds (None:
+        infeasible, or the budget ran out first)."""
+        if self.budget.exhausted:
+            return None
         self._flush()
-        solution = self.master.solve()
+        solution = self.master.solve(self.budget.left)
+        self.budget.charge(solution.work)
         return solution if solution.ok else None
 
     def _flush(self) -> None:
@@ -296,13 +314,17 @@ class _Engine:
         self, rounds: int, wide: bool = False, slack: float = 0.0, searched: int = SEARCHED_TYPES
     ) -> lp.Solution | None:
         """Solve, then price (over every fitting type when ``wide``, keeping patterns within
-        ``slack`` of paying) and re-solve for at most ``rounds`` rounds; the last LP."""
+        ``slack`` of paying) and re-solve for at most ``rounds`` rounds; the last LP solved
+        (new patterns only add columns, so it stays valid when the budget stops a re-solve)."""
         relaxed = self.solve()
         types = self.fitting if wide else self.pricing
         for _ in range(rounds):
             if relaxed is None or not self.price(relaxed.duals, types, slack, searched):
                 break
-            relaxed = self.solve()
+            solved = self.solve()
+            if solved is None:
+                break
+            relaxed = solved
             if not slack and self.ratio <= 1 + SETTLED:
                 break  # no pattern beats its price by more than SETTLED: the LP is settled
         return relaxed
@@ -332,6 +354,9 @@ class _Engine:
                 continue
             kind_dual = duals[self._kind_rows[kind]] if k.count else 0.0
             for t in types[kind]:
+                if self.budget.exhausted:
+                    break
+                self.budget.charge(1)  # a greedy fill: one unit
                 counts, worth = pricing.fill(p.sizes, self.demand, values, p.room(kind, t), order)
                 price = p.types[t].price
                 if worth + kind_dual > price - slack + _EPS and self.add(kind, t, counts):
@@ -342,9 +367,11 @@ class _Engine:
             searched = min(searched, GREEDY_FIRST)
         for _, kind, t in sorted(ranked)[:searched]:
             kind_dual = duals[self._kind_rows[kind]] if p.kinds[kind].count else 0.0
-            found = pricing.search(
-                p.sizes, self.demand, values, p.room(kind, t), SEARCH_NODES, KEEP_PATTERNS
+            nodes = min(SEARCH_NODES, self.budget.left)
+            found, used = pricing.search(
+                p.sizes, self.demand, values, p.room(kind, t), nodes, KEEP_PATTERNS
             )
+            self.budget.charge(used)
             for counts, worth in found:
                 self.ratio = max(self.ratio, (worth + kind_dual) / max(p.types[t].price, _EPS))
                 if worth + kind_dual > p.types[t].price - slack + _EPS and self.add(
@@ -388,7 +415,9 @@ class _Engine:
             node_limit=MIP_NODES,
             cutoff=cutoff - _EPS,
             lean=True,
+            iterations=self.budget.left,
         )
+        self.budget.charge(solution.work)
         if not solution.ok:
             return None
         bins: list[Bin] = []
@@ -399,20 +428,32 @@ class _Engine:
     def dive(self, relaxed: lp.Solution, cutoff: float) -> list[Bin] | None:
         """Whole bins from the LP: fix what it uses whole, round up its most-used fraction,
         re-solve (and re-price, for the first dives) until it is integral (None: the LP
-        reached ``cutoff``, so this dive cannot end cheaper than that)."""
+        reached ``cutoff``, so this dive cannot end cheaper than that). When the budget runs
+        out the dive ends at once: every fraction of the last LP rounded up."""
         dives = 0
         while True:
+            if self.budget.exhausted:
+                return self._bins(relaxed.values)
             if not self._round(relaxed.values):
                 break
             dives += 1
             rounds = DIVE_ROUNDS if dives <= PRICED_DIVES else 0
             solved = self.generate(rounds, wide=True, searched=DIVE_SEARCHED)
+            if solved is None and self.budget.exhausted:
+                return self._bins(relaxed.values)
             if solved is None or solved.objective >= cutoff - _EPS:
                 return None
             relaxed = solved
+        return self._bins(())
+
+    def _bins(self, values: Sequence[float]) -> list[Bin]:
+        """The fixed bins, each column raised to its LP value in ``values`` rounded up (an LP
+        answer covers the demand, so its rounding up does too)."""
         bins: list[Bin] = []
-        for column, n in zip(self.columns, self.fixed, strict=True):
-            kind, t, counts = column
+        for j, (kind, t, counts) in enumerate(self.columns):
+            n = self.fixed[j]
+            if j < len(values):
+                n = max(n, math.ceil(values[j] - _INT))
             bins.extend(Bin(kind, t, counts) for _ in range(n))
         return bins
 

@@ -91,19 +91,19 @@ def search(
     room: Sequence[int],
     nodes: int,
     keep: int,
-) -> list[tuple[Counts, float]]:
+) -> tuple[list[tuple[Counts, float]], int]:
     """The ``keep`` most valuable patterns for ``room`` that a branch and bound of at most
-    ``nodes`` nodes finds, best first (the greedy fill among them)."""
+    ``nodes`` nodes finds, best first (the greedy fill among them), and the nodes it used."""
     groups = [g for g, v in enumerate(values) if v > _EPS and limits[g] > 0]
-    if not groups or any(r < 0 for r in room):
-        return []
+    if not groups or any(r < 0 for r in room) or nodes <= 0:
+        return [], 0
     scale = [max(r, 1) for r in room]
     weight = {g: sum(s / scale[r] for r, s in enumerate(sizes[g])) for g in groups}
     order = sorted(groups, key=lambda g: (-values[g] / max(weight[g], _EPS), g))
     bnb = _Search(sizes, limits, values, order, nodes, keep)
     bnb.offer(*fill(sizes, limits, values, room, order))
     bnb.run(0, list(room), [0] * len(sizes), 0.0)
-    return bnb.found
+    return bnb.found, nodes - max(bnb.nodes, 0)
 
 
 class _Search:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from karpenter.core.provisioning import packing
+from karpenter.core.provisioning import packing, work
 
 # (kind base, catalog index of the type, ((item size, count), ...))
 Pattern = tuple[tuple[int, ...], int, tuple[tuple[tuple[int, ...], int], ...]]
@@ -24,6 +24,7 @@ Pattern = tuple[tuple[int, ...], int, tuple[tuple[tuple[int, ...], int], ...]]
 class Memory:
     """Answers by problem, and the latest useful patterns by family of problems."""
 
+    budget: work.Budget = field(default_factory=work.Budget)  # the whole pass's work
     solved: dict[tuple[object, ...], list[packing.Bin]] = field(default_factory=dict)
     pools: dict[tuple[object, ...], tuple[Pattern, ...]] = field(default_factory=dict)
 
@@ -35,14 +36,17 @@ class Memory:
         catalog: Sequence[int],
     ) -> list[packing.Bin]:
         """``packing.pack`` of ``problem`` (``catalog``: catalog index per problem type),
-        helped by the last problem of the same ``family`` (NodePool and resources)."""
+        helped by the last problem of the same ``family`` (NodePool and resources), its work
+        charged to the pass's budget (an answer cut short by it is not remembered)."""
         key = (problem, tuple(incumbent))
         bins = self.solved.get(key)
         if bins is None:
             hints = fit(self.pools.get(family, ()), problem, catalog)
-            packed = packing.pack(problem, incumbent, hints)
-            bins = self.solved[key] = packed.bins
-            self.pools[family] = export(packed.patterns, problem, catalog)
+            packed = packing.pack(problem, incumbent, hints, self.budget)
+            bins = packed.bins
+            if not self.budget.exhausted:
+                self.solved[key] = bins
+                self.pools[family] = export(packed.patterns, problem, catalog)
         return bins
 
 
