@@ -35,12 +35,12 @@ MAX_COLUMNS = 3000
 SEARCH_NODES = 200
 KEEP_PATTERNS = 3
 SEARCHED_TYPES = 8
-MIP_COLUMNS = 40
-MIP_NODES = 50
+MIP_COLUMNS = 80
+MIP_NODES = 200
 MIP_GAP = 0.002
 # Work units that must be left for the integer program to start: HiGHS caps its nodes but not
 # the sum of its LPs' iterations, so it runs only with room for the most any bench class took
-# (about 1,100 units: ≤ MIP_COLUMNS columns, ≤ MIP_NODES nodes, no sub-MIP heuristics).
+# (about 1,300 units: ≤ MIP_COLUMNS columns, ≤ MIP_NODES nodes, no sub-MIP heuristics).
 MIP_RESERVE = 2_500
 GREEDY_FIRST = 0
 SETTLED = 0.003
@@ -124,6 +124,7 @@ class Packed:
 
     bins: list[Bin]
     patterns: tuple[Column, ...]
+    relaxed: float = 0.0  # the root LP's price (0: not solved): what whole bins aim for
 
 
 def pack(
@@ -141,8 +142,7 @@ def pack(
     engine = _Engine(problem, budget)
     for kind, t, counts in [*((b.kind, b.type, b.counts) for b in incumbent), *hints]:
         engine.add(kind, t, counts)
-    if not hints:
-        engine.seed()
+    engine.seed()
     root = engine.generate(ROUNDS)
     if root is not None:
         # patterns on every type within the gap to the incumbent: whole bins need them
@@ -156,7 +156,7 @@ def pack(
     if cost(problem, best) > root.objective * (1 + MIP_GAP) and budget.left >= MIP_RESERVE:
         best = _cheaper(problem, best, engine.integer(candidates, cost(problem, best)) or [])
     kept = dict.fromkeys([*((b.kind, b.type, b.counts) for b in best), *candidates])
-    return Packed(best, tuple(kept))
+    return Packed(best, tuple(kept), root.objective)
 
 
 def _cheaper(problem: Problem, best: list[Bin], other: list[Bin]) -> list[Bin]:

@@ -4,8 +4,8 @@ The zones of a zonal spread usually pose near-identical packing problems: the sa
 counts within one of each other, mostly the same instance types. A problem seen before (same
 problem, same incumbent) gets the same answer without solving; otherwise the patterns the last
 similar problem found useful (its bins and the candidates of its integer program) are fitted
-to this one and start its column generation, so it converges in a round or two instead of
-rediscovering them. Patterns travel in catalog terms (instance type by catalog index, item
+to this one and join its seed patterns, so it converges in a round or two instead of
+rediscovering them. Each answer is then improved by ``neighbours`` (a few bins at a time). Patterns travel in catalog terms (instance type by catalog index, item
 groups by size, pinned kinds by their base) and are cut down to what this problem allows.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from karpenter.core.provisioning import packing, work
+from karpenter.core.provisioning import neighbours, packing, work
 
 # (kind base, catalog index of the type, ((item size, count), ...))
 Pattern = tuple[tuple[int, ...], int, tuple[tuple[tuple[int, ...], int], ...]]
@@ -43,7 +43,7 @@ class Memory:
         if bins is None:
             hints = fit(self.pools.get(family, ()), problem, catalog)
             packed = packing.pack(problem, incumbent, hints, self.budget)
-            bins = packed.bins
+            bins = neighbours.improve(problem, packed, self.budget)
             if not self.budget.exhausted:
                 self.solved[key] = bins
                 self.pools[family] = export(packed.patterns, problem, catalog)
