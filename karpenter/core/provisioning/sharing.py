@@ -5,8 +5,9 @@ counts within one of each other, mostly the same instance types. A problem seen 
 problem, same incumbent) gets the same answer without solving; otherwise the patterns the last
 similar problem found useful (its bins and the candidates of its integer program) are fitted
 to this one and join its seed patterns, so it converges in a round or two instead of
-rediscovering them. Each answer is then improved by ``neighbours`` (a few bins at a time). Patterns travel in catalog terms (instance type by catalog index, item
-groups by size, pinned kinds by their base) and are cut down to what this problem allows.
+rediscovering them. Each answer is then improved by ``neighbours`` (a few bins at a time).
+Patterns travel in catalog terms (instance type by catalog index, item groups by size, pinned
+kinds by their base) and are cut down to what this problem allows.
 """
 
 from __future__ import annotations
