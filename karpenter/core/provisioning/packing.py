@@ -21,6 +21,7 @@ cheapest valid packing found so far (at worst the incumbent) is the answer.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -144,6 +145,8 @@ def pack(
         engine.add(kind, t, counts)
     engine.seed()
     root = engine.generate(ROUNDS)
+    if root is not None and cost(problem, incumbent) <= root.objective * (1 + MIP_GAP):
+        return Packed(list(incumbent), (), root.objective)  # the incumbent is as good as the LP
     if root is not None:
         # patterns on every type within the gap to the incumbent: whole bins need them
         gap = cost(problem, incumbent) - root.objective
@@ -185,6 +188,7 @@ class _Engine:
         self.demand = list(problem.demand)  # what the fixed bins leave uncovered
         self.left = [k.count for k in problem.kinds]  # pinned bins not yet fixed
         self.fitting: list[tuple[int, ...]] = []  # per kind, cheapest first (``bintypes``)
+        self._capacities: list[tuple[tuple[int, tuple[int, ...]], ...]] = []  # the same
         self.pricing: list[tuple[int, ...]] = []
         prices = [t.price for t in problem.types]
         capacities = [t.capacity for t in problem.types]
@@ -194,6 +198,7 @@ class _Engine:
             types = bintypes.fitting(prices, capacities, kind.types, everything)
             rooms = {t: problem.room(k, t) for t in types}
             self.fitting.append(types)
+            self._capacities.append(tuple((t, problem.types[t].capacity) for t in types))
             self.pricing.append(
                 bintypes.pricing(prices, rooms, types, problem.sizes, mix, not kind.count)
             )
@@ -216,11 +221,15 @@ class _Engine:
         return True
 
     def _cheapest(self, kind: int, counts: Sequence[int], fallback: int) -> int:
-        """The first of ``kind``'s pricing types (cheapest first) that holds ``counts``."""
+        """The first of ``kind``'s fitting types (cheapest first) that holds ``counts``; the
+        scan ends at ``fallback`` (the type the pattern was found for, which holds it)."""
         need = self.p.load(kind, counts)
-        for t in self.fitting[kind]:
-            if all(n <= c for n, c in zip(need, self.p.types[t].capacity, strict=True)):
+        le = operator.le
+        for t, capacity in self._capacities[kind]:
+            if all(map(le, need, capacity)):
                 return t
+            if t == fallback:
+                break
         return fallback
 
     def trim(self, bins: Sequence[Bin]) -> list[Bin]:
