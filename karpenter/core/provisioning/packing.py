@@ -145,8 +145,6 @@ def pack(
         engine.add(kind, t, counts)
     engine.seed()
     root = engine.generate(ROUNDS)
-    if root is not None and cost(problem, incumbent) <= root.objective * (1 + MIP_GAP):
-        return Packed(list(incumbent), (), root.objective)  # the incumbent is as good as the LP
     if root is not None:
         # patterns on every type within the gap to the incumbent: whole bins need them
         gap = cost(problem, incumbent) - root.objective
@@ -202,6 +200,12 @@ class _Engine:
             self.pricing.append(
                 bintypes.pricing(prices, rooms, types, problem.sizes, mix, not kind.count)
             )
+        # wide pricing: every fitting type for free bins; pinned kinds (up to 8, each priced
+        # over all its types otherwise) keep their pricing types
+        self.wide = [
+            self.fitting[k] if not kind.count else self.pricing[k]
+            for k, kind in enumerate(problem.kinds)
+        ]
         top = [max(t.capacity[r] for t in problem.types) for r in range(len(problem.sizes[0]))]
         self.weight = pricing.weights(problem.sizes, top)
         # the best value-to-price ratio the last pricing round saw (Farley: the LP is within
@@ -326,7 +330,7 @@ class _Engine:
         ``slack`` of paying) and re-solve for at most ``rounds`` rounds; the last LP solved
         (new patterns only add columns, so it stays valid when the budget stops a re-solve)."""
         relaxed = self.solve()
-        types = self.fitting if wide else self.pricing
+        types = self.wide if wide else self.pricing
         for _ in range(rounds):
             if relaxed is None or not self.price(relaxed.duals, types, slack, searched):
                 break
