@@ -95,6 +95,9 @@ class Settings(BaseSettings):
     # Not upstream: most replacements one consolidation command may launch under
     # COST_POLICY=optimal (1 keeps upstream's one-replacement rule).
     CONSOLIDATION_MAX_REPLACEMENTS: int = Field(default=10, ge=1)
+    # Not upstream: the cost pass's work per provisioning pass, in solver steps (simplex
+    # iterations, search and branch-and-bound nodes); past it the pass keeps what it found.
+    COST_WORK_BUDGET: int = Field(default=200_000, ge=0)
 
     @field_validator("BATCH_MAX_DURATION", "BATCH_IDLE_DURATION")
     @classmethod
@@ -207,6 +210,7 @@ class Settings(BaseSettings):
             spot_to_spot_consolidation=gates["SpotToSpotConsolidation"],
             node_overlay=gates["NodeOverlay"],
             cost_policy=self.COST_POLICY,
+            cost_work=self.COST_WORK_BUDGET,
             max_replacements=(
                 self.CONSOLIDATION_MAX_REPLACEMENTS if self.COST_POLICY == "optimal" else 1
             ),

@@ -113,6 +113,7 @@ def test_overrides(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], check: 
         pytest.param("LOG_ENCODING", "xml", id="log-encoding"),
         pytest.param("COST_POLICY", "cheapest", id="cost-policy"),
         pytest.param("CONSOLIDATION_MAX_REPLACEMENTS", "0", id="max-replacements"),
+        pytest.param("COST_WORK_BUDGET", "-1", id="cost-work-budget"),
     ],
 )
 def test_invalid_values_name_the_variable(
@@ -160,6 +161,14 @@ def test_cost_policy_options(
             monkeypatch.setenv(name, value)
     options = Settings().core_options()
     assert (options.cost_policy, options.max_replacements) == expected
+
+
+def test_cost_work_budget_reaches_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """COST_WORK_BUDGET is the core's cost pass work budget (default 200,000 units)."""
+    monkeypatch.delenv("COST_WORK_BUDGET", raising=False)
+    assert Settings().core_options().cost_work == 200_000
+    monkeypatch.setenv("COST_WORK_BUDGET", "5000")
+    assert Settings().core_options().cost_work == 5000
 
 
 def test_frozen() -> None:

@@ -326,6 +326,18 @@ def test_lower_bound_equals_the_optimum_where_whole_nodes_decide(
     assert best.lower_bound == pytest.approx(_brute(pods, types, {}), rel=1e-5)
 
 
+def test_lower_bound_knows_pods_do_not_split_between_nodes() -> None:
+    """Three 2-CPU pods on 4-CPU nodes (3.9 allocatable) need three nodes, not the two their
+    summed CPU would: the bound is the three nodes' price."""
+    types = (families()[1],)  # c-4x alone
+    pods = [b.pod(f"p{i}", cpu="2", memory="1Gi") for i in range(3)]
+    cluster = b.cluster([b.nodepool()], types, pods=tuple(pods))
+    best = solve(cluster, pods, Options(), bound=True)
+    price = min(o.price for o in types[0].offerings)
+    assert best.price == pytest.approx(3 * price)
+    assert best.lower_bound == pytest.approx(3 * price, rel=1e-5)
+
+
 def test_lower_bound_counts_daemon_overhead_per_node() -> None:
     """A DaemonSet on every node raises the bound: each node pays for the daemon."""
     pods = [b.pod(f"p{i}", cpu="1800m", memory="1Gi") for i in range(4)]

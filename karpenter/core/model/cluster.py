@@ -69,6 +69,9 @@ class Options:
     # COST_POLICY: "optimal" repacks a pass's new NodeClaims into the cheapest mix of types,
     # "firstfit" keeps upstream's first-fit claims as they are.
     cost_policy: str = "optimal"
+    # The cost pass's work budget per provisioning pass, in solver steps (simplex iterations,
+    # branch-and-bound and pricing-search nodes): past it the pass keeps what it has found.
+    cost_work: int = 200_000
     # How many replacements one consolidation command may launch (1: upstream's rule).
     max_replacements: int = 10
 

@@ -28,7 +28,7 @@ from typing import NamedTuple
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.pod import HostPort
-from karpenter.core.provisioning import packing
+from karpenter.core.provisioning import packing, sharing, work
 from karpenter.core.provisioning.build import Limits, PassContext
 from karpenter.core.provisioning.podwork import PodWork
 from karpenter.core.provisioning.targets import Claim, Existing, Template
@@ -142,14 +142,17 @@ def repack(
     placements: Sequence[Placement],
     start: Start,
     hostname: Callable[[], str],
+    budget: work.Budget | None = None,
 ) -> list[Claim]:
-    """The pass's claims, each class repacked where that is valid and cheaper."""
+    """The pass's claims, each class repacked where that is valid and cheaper, the packing's
+    work charged to ``budget`` (default: ``Options.cost_work`` units)."""
     from karpenter.core.provisioning import replay  # noqa: PLC0415 - replay imports results
 
     plans: dict[int, tuple[_Class, dict[int, Planned]]] = {}
-    solved: dict[tuple[object, ...], list[packing.Bin]] = {}  # zones often pose one problem
+    budget = budget if budget is not None else work.Budget(ctx.options.cost_work)
+    memory = sharing.Memory(budget)  # zones often pose one problem, or nearly
     for whole in _classes(claims, placements):
-        planned = _plan(ctx, whole, placements, hostname, solved)
+        planned = _plan(ctx, whole, placements, hostname, memory)
         if planned is not None:
             cls, plan = planned  # ``cls`` may leave frozen claims of ``whole`` out
             plans[id(cls)] = (cls, plan)
@@ -198,6 +201,7 @@ class _Shape:
     """A class as a packing problem, and how its answer maps back to pods and claims."""
 
     problem: packing.Problem
+    names: tuple[str, ...]  # the resources of every size and capacity, in order
     types: list[int]  # problem type index -> catalog index
     groups: list[list[int]]  # movable placements per item group, in commit order
     pinned: list[list[Claim]]  # claims of each pinned kind (kind index - 1)
@@ -210,7 +214,7 @@ def _plan(
     cls: _Class,
     placements: Sequence[Placement],
     hostname: Callable[[], str],
-    solved: dict[tuple[object, ...], list[packing.Bin]],
+    memory: sharing.Memory,
 ) -> tuple[_Class, dict[int, Planned]] | None:
     """The claims repacked (``cls`` less its frozen claims) and where each of their
     placements goes (None: keep the class as is)."""
@@ -221,10 +225,8 @@ def _plan(
     incumbent = _incumbent(shape, cls, placements)
     if incumbent is None:
         return None
-    key = (shape.problem, tuple(incumbent))
-    bins = solved.get(key)
-    if bins is None:
-        bins = solved[key] = packing.pack(shape.problem, incumbent)
+    family = (cls.template.index, shape.names)
+    bins = memory.pack(family, shape.problem, incumbent, shape.types)
     if packing.cost(shape.problem, bins) >= packing.cost(shape.problem, incumbent) - _EPS:
         return None
     return cls, _assign(cls, shape, bins, hostname)
@@ -302,7 +304,13 @@ def _shape(cls: _Class, placements: Sequence[Placement], topology: Topology) -> 
         tuple(sizes), tuple(len(v) for v in sizes.values()), bin_types, tuple(kinds)
     )
     return _Shape(
-        problem, types, list(sizes.values()), list(bases.values()), pinned_on, free_hostnames
+        problem,
+        tuple(names),
+        types,
+        list(sizes.values()),
+        list(bases.values()),
+        pinned_on,
+        free_hostnames,
     )
 
 

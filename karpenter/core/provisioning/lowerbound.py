@@ -11,10 +11,12 @@ offering the pool allows, with the type's allocatable net of the DaemonSets it a
    new capacity all own them fix, per zone, a minimum count (the skew invariant: every zone
    that receives a pod ends within ``maxSkew`` of the emptiest eligible zone); a pod allowed in
    one zone only is forced there. A zone's nodes must cover its forced pods: an integer
-   program over whole nodes with the zone's types and prices, capacities summed per resource,
-   bounds that zone's price from below (HiGHS' proven bound). Combined with the fluid prices,
-   each zone costs at least max(its integer bound, the fluid price of its pods), and the pods
-   not forced anywhere are charged at fluid prices beyond the zones' integer slack.
+   program over whole nodes with the zone's types and prices, capacities summed per resource
+   and, per pod size, at most as many pods per node as fit it alone (pods do not split
+   between nodes), bounds that zone's price from below (HiGHS' proven bound). Combined with
+   the fluid prices, each zone costs at least max(its integer bound, the fluid price of its
+   pods), and the pods not forced anywhere are charged at fluid prices beyond the zones'
+   integer slack.
 
 The result is the larger of the two, scaled down by a part per million for solver tolerances.
 """
@@ -39,7 +41,7 @@ from karpenter.core.scheduling.requirements import Requirements, from_selector_t
 from karpenter.core.scheduling.taints import untolerated
 
 TOLERANCE = 1e-6
-ZONE_NODES = 200  # branch-and-bound nodes per zone program (its proven bound is kept)
+ZONE_NODES = 1000  # branch-and-bound nodes per zone program (its proven bound is kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +227,10 @@ def _whole_nodes(model: _Model) -> float:
         for t in model.types
         if math.isfinite(t.price)
     ]
-    return _integer_cover(types, "", need)
+    counts: dict[tuple[float, ...], int] = {}
+    for size, _, members in model.groups:
+        counts[size] = counts.get(size, 0) + len(members)
+    return _integer_cover(types, "", need, counts)
 
 
 # ---- zones ---------------------------------------------------------------------------------
@@ -243,7 +248,10 @@ def _zones(
     for zone, demand in sorted(forced.items()):
         pods_value = sum(v for v, _ in demand)
         need = [sum(s[r] for _, s in demand) for r in range(len(model.names))]
-        whole = _zone_program(model, zone, need)
+        counts: dict[tuple[float, ...], int] = {}
+        for _, size in demand:
+            counts[size] = counts.get(size, 0) + 1
+        whole = _zone_program(model, zone, need, counts)
         bound += max(whole, pods_value)
         slack += max(0.0, whole - pods_value)
         forced_value += pods_value
@@ -377,22 +385,48 @@ def _least(before: dict[str, int], eligible: set[str], total: int, skew: int) ->
     return out
 
 
-def _zone_program(model: _Model, zone: str, need: Sequence[float]) -> float:
-    """Cheapest whole nodes in ``zone`` whose summed capacity covers ``need`` (proven bound)."""
-    return _integer_cover([t for t in model.types if zone in t.zones], zone, need)
+def _zone_program(
+    model: _Model, zone: str, need: Sequence[float], counts: dict[tuple[float, ...], int]
+) -> float:
+    """Cheapest whole nodes in ``zone`` whose summed capacity covers ``need`` and that hold
+    ``counts`` pods of each size (proven bound)."""
+    return _integer_cover([t for t in model.types if zone in t.zones], zone, need, counts)
 
 
-def _integer_cover(types: Sequence[_Type], zone: str, need: Sequence[float]) -> float:
-    """HiGHS' proven bound on whole nodes of ``types`` (priced in ``zone``) covering ``need``."""
+def _integer_cover(
+    types: Sequence[_Type],
+    zone: str,
+    need: Sequence[float],
+    counts: dict[tuple[float, ...], int],
+) -> float:
+    """HiGHS' proven bound on whole nodes of ``types`` (priced in ``zone``) covering ``need``
+    per resource and ``counts`` pods per size: a node holds at most as many pods of a size as
+    fit it alone, and at most as many pods as fit it of the sizes' smallest stand-in. Only the
+    bound matters, so HiGHS' primal heuristics are off (``lean``): most of its time, otherwise."""
     if not any(v > 0 for v in need):
         return 0.0
-    program = lp.Model([float(v) for v in need], [lp.INF] * len(need))
+    sizes = sorted(counts)
+    smallest = tuple(min((s[r] for s in sizes), default=0.0) for r in range(len(need)))
+    rows = [*need, *(float(counts[s]) for s in sizes)]
+    rows += [float(sum(counts.values()))] if sizes else []
+    program = lp.Model(rows, [lp.INF] * len(rows))
     for t in _pareto(types, zone):
-        program.add_column(t.zones[zone], list(enumerate(t.capacity)), integer=True)
+        entries = list(enumerate(t.capacity))
+        for k, size in enumerate([*sizes, smallest] if sizes else []):
+            fit = _fit(t.capacity, size)
+            if fit is not None:
+                entries.append((len(need) + k, float(fit)))
+        program.add_column(t.zones[zone], entries, integer=True)
     if not program.columns:
         return 0.0
-    solution = lp.solve(program, integer=True, node_limit=ZONE_NODES)
+    solution = lp.solve(program, integer=True, node_limit=ZONE_NODES, lean=True)
     return max(solution.bound, 0.0) if math.isfinite(solution.bound) else 0.0
+
+
+def _fit(capacity: Sequence[float], size: Sequence[float]) -> int | None:
+    """How many pods of ``size`` fit ``capacity`` alone (None: no limit, the size is 0)."""
+    fits = [math.floor(c / s + 1e-9) for c, s in zip(capacity, size, strict=True) if s > 0]
+    return max(min(fits), 0) if fits else None
 
 
 def _pareto(types: Sequence[_Type], zone: str) -> list[_Type]:

@@ -21,6 +21,13 @@ _OPTIMAL = 7  # HighsModelStatus.kOptimal
 _FEASIBLE = 2  # kSolutionStatusFeasible: a MIP stopped at a work limit may still have one
 
 ITERATION_LIMIT = 200_000
+_HEURISTICS = (
+    "mip_allow_restart",
+    "mip_heuristic_run_rins",
+    "mip_heuristic_run_rens",
+    "mip_heuristic_run_root_reduced_cost",
+    "mip_heuristic_run_feasibility_jump",
+)
 NODE_LIMIT = 200
 
 
@@ -74,16 +81,69 @@ class Solution:
     duals: tuple[float, ...] = ()
     objective: float = INF
     bound: float = -INF  # proven lower bound (MIPs stopped at a limit still have one)
+    work: int = 0  # simplex iterations, plus branch-and-bound nodes for a MIP
 
 
-def solve(
-    model: Model,
-    *,
-    integer: bool = False,
-    node_limit: int = NODE_LIMIT,
-    gap: float = 1e-4,
-) -> Solution:
-    """Solve ``model`` (as a MIP when ``integer``, to relative ``gap``)."""
+class Master:
+    """A linear program kept in one HiGHS instance across solves (column generation, diving).
+
+    Rows are fixed up front; columns are appended and their lower bounds raised between
+    solves, and every solve starts from the previous basis, so a re-solve after a few new
+    columns or a raised bound costs a handful of simplex iterations instead of a cold start.
+    """
+
+    def __init__(self, row_lower: Sequence[float], row_upper: Sequence[float]) -> None:
+        self._h = _solver()
+        self._big = float(self._h.getInfinity())
+        rows = len(row_lower)
+        self._h.addRows(
+            rows,
+            [self._finite(v) for v in row_lower],
+            [self._finite(v) for v in row_upper],
+            0,
+            [0] * rows,
+            [],
+            [],
+        )
+        self.columns = 0
+
+    def _finite(self, value: float) -> float:
+        return max(-self._big, min(self._big, value))
+
+    def add_columns(
+        self, costs: Sequence[float], entries: Sequence[Sequence[tuple[int, float]]]
+    ) -> None:
+        """Append columns (cost, (row, coefficient) entries each), bounded below by 0."""
+        if not costs:
+            return
+        starts: list[int] = []
+        index: list[int] = []
+        value: list[float] = []
+        for column in entries:
+            starts.append(len(index))
+            for row, coefficient in column:
+                index.append(row)
+                value.append(coefficient)
+        n = len(costs)
+        self._h.addCols(
+            n, list(costs), [0.0] * n, [self._big] * n, len(index), starts, index, value
+        )
+        self.columns += n
+
+    def set_lower(self, column: int, value: float) -> None:
+        """Raise (or lower) one column's lower bound."""
+        self._h.changeColBounds(column, value, self._big)
+
+    def solve(self, iterations: int = ITERATION_LIMIT) -> Solution:
+        """The LP optimum from the current basis: values, row duals, objective (not ``ok``
+        when it needs more than ``iterations`` simplex iterations)."""
+        self._h.setOptionValue("simplex_iteration_limit", min(iterations, ITERATION_LIMIT))
+        self._h.run()
+        return _result(self._h, False)
+
+
+def _solver() -> _Solver:
+    """A quiet, single-threaded, seeded HiGHS instance with the iteration limit set."""
     from highspy import _core  # noqa: PLC0415 - loaded on first use: most passes never optimize
 
     # _Highs is the plain solver; highspy.Highs adds callbacks and prints a banner on stdout.
@@ -93,11 +153,39 @@ def solve(
         ("threads", 1),
         ("random_seed", 0),
         ("simplex_iteration_limit", ITERATION_LIMIT),
-        ("mip_max_nodes", node_limit),
-        ("mip_rel_gap", gap),
     ):
         h.setOptionValue(name, value)
-    big = _core.kHighsInf
+    return h
+
+
+def solve(
+    model: Model,
+    *,
+    integer: bool = False,
+    node_limit: int = NODE_LIMIT,
+    gap: float = 1e-4,
+    cutoff: float | None = None,
+    lean: bool = False,
+    iterations: int = ITERATION_LIMIT,
+) -> Solution:
+    """Solve ``model`` (as a MIP when ``integer``, to relative ``gap``; a MIP stops at
+    ``cutoff``-or-dearer answers, keeping only cheaper ones). A ``lean`` MIP skips HiGHS'
+    restarts and primal heuristics (sub-MIPs, feasibility jump): most of its time on small
+    programs whose caller already holds a good answer (the cutoff). ``iterations`` caps the
+    simplex iterations of each LP HiGHS solves (for a MIP: of each node's LP, not their sum)."""
+    h = _solver()
+    for name, value in (
+        ("mip_max_nodes", node_limit),
+        ("mip_rel_gap", gap),
+        ("simplex_iteration_limit", min(iterations, ITERATION_LIMIT)),
+    ):
+        h.setOptionValue(name, value)
+    if lean:
+        for name in _HEURISTICS:
+            h.setOptionValue(name, False)
+    if cutoff is not None:
+        h.setOptionValue("objective_bound", cutoff)
+    big = h.getInfinity()
     h.passModel(
         model.columns,
         len(model.row_lower),
@@ -125,9 +213,10 @@ def _result(h: _Solver, integer: bool) -> Solution:
     solution = h.getSolution()
     feasible = info.primal_solution_status == _FEASIBLE and solution.value_valid
     usable = status == _OPTIMAL or integer
+    work = int(info.simplex_iteration_count) + (max(int(info.mip_node_count), 0) if integer else 0)
     if not usable or not feasible:
         bound = float(info.mip_dual_bound) if integer else -INF
-        return Solution(False, bound=bound)
+        return Solution(False, bound=bound, work=work)
     objective = float(info.objective_function_value)
     if integer:
         bound = float(info.mip_dual_bound)
@@ -135,4 +224,5 @@ def _result(h: _Solver, integer: bool) -> Solution:
     else:
         bound = objective
         duals = tuple(float(d) for d in solution.row_dual)
-    return Solution(True, tuple(float(v) for v in solution.col_value), duals, objective, bound)
+    values = tuple(float(v) for v in solution.col_value)
+    return Solution(True, values, duals, objective, bound, work)

@@ -5,32 +5,51 @@ type (price, capacity) and a kind: free bins may be opened in any number, while 
 stands for ``count`` bins that must exist and already hold ``base`` (pods that may not move).
 A bin's *pattern* is how many items of each group it holds.
 
-The method is classic cutting-stock column generation: an LP over known patterns gives dual
-prices per item; for every (kind, type) a greedy multi-dimensional knapsack looks for a pattern
-whose items are worth more than the type's price, and adds it; this repeats a bounded number of
-rounds. An integer program over all patterns found then picks how many bins of each. The
-incumbent (the first pass's own packing) is among the patterns, and is kept whenever the MIP
-finds nothing cheaper, so the answer is never dearer than it. Work is bounded by counts (rounds,
-patterns, search nodes, simplex iterations, branch-and-bound nodes), never by time.
+The method is cutting-stock column generation with diving. An LP over known patterns (kept in
+one HiGHS instance, warm-started) gives dual prices per item; pricing (``pricing``) proposes
+patterns worth more than their type; this repeats a bounded number of rounds. Diving then
+turns the LP into whole bins: every pattern the LP uses at least once is fixed that many
+times, else the most-used fractional one is rounded up, and the LP is re-solved (and re-priced
+for what is left) until it is integral; a local search then merges bins. The incumbent (the
+first pass's own packing) is among the patterns and is kept whenever nothing cheaper is found,
+so the answer is never dearer than it. Work is bounded by counts (rounds, patterns, search
+nodes, simplex iterations, dives), never by time, and charged to a ``work.Budget``: once it is
+spent no further step starts, a dive under way is finished by rounding its LP up, and the
+cheapest valid packing found so far (at worst the incumbent) is the answer.
 """
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from karpenter.core.provisioning import lp
+from karpenter.core.provisioning import bintypes, lp, pricing, work
 
-ROUNDS = 20
+ROUNDS = 20  # pricing rounds before diving
+TAIL_ROUNDS = 1  # pricing rounds over every fitting type once the LP has settled
+DIVE_ROUNDS = 2  # pricing rounds after each dive, for the first PRICED_DIVES dives
+PRICED_DIVES = 20
+DIVE_SEARCHED = 8
 MAX_COLUMNS = 3000
-KNAPSACK_NODES = 200
+SEARCH_NODES = 200
 KEEP_PATTERNS = 3
 SEARCHED_TYPES = 8
-MIP_COLUMNS = 200
-MIP_GAP = 0.002  # relative: stop once the best packing is proven within 0.2%
-PRICING_TYPES = 100
-DOMINANCE_WINDOW = 32
+MIP_COLUMNS = 80
+MIP_NODES = 200
+MIP_GAP = 0.002
+# Work units that must be left for the integer program to start: HiGHS caps its nodes but not
+# the sum of its LPs' iterations, so it runs only with room for the most any bench class took
+# (about 1,300 units: ≤ MIP_COLUMNS columns, ≤ MIP_NODES nodes, no sub-MIP heuristics).
+MIP_RESERVE = 2_500
+GREEDY_FIRST = 0
+SETTLED = 0.003
+STRONG = 8  # fractional patterns tried before rounding one up
 _EPS = 1e-9
+_INT = 1e-6  # an LP value within this of an integer is that integer
+
+Column = tuple[int, int, tuple[int, ...]]  # kind, type, counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,405 +108,447 @@ class Problem:
                 best = t
         return best
 
+    def room(self, kind: int, t: int) -> tuple[int, ...]:
+        """What a bin of ``kind`` and type ``t`` has left for items, per resource."""
+        base = self.kinds[kind].base
+        return tuple(c - b for c, b in zip(self.types[t].capacity, base, strict=True))
+
 
 def cost(problem: Problem, bins: Sequence[Bin]) -> float:
     """Hourly price of ``bins``."""
     return sum(problem.types[b.type].price for b in bins)
 
 
-def pack(problem: Problem, incumbent: Sequence[Bin]) -> list[Bin]:
-    """A packing no dearer than ``incumbent`` (which must be feasible), usually cheaper."""
-    if not problem.demand:
-        return list(incumbent)
-    columns = _Columns(problem)
-    for b in incumbent:
-        columns.add(b.kind, b.type, b.counts)
-    relaxed = columns.generate()
-    if relaxed is not None:
-        # Patterns that suit what the LP's whole bins leave over: the LP's own patterns
-        # rarely combine into a good integer answer on their own.
-        residual = _residual(problem, columns, relaxed)
-        if residual is not None:
-            rest = _Columns(residual, columns.pricing_types)
-            rest.generate(ROUNDS // 2)
-            for kind, t, counts in rest.columns:
-                columns.add(kind, t, counts)
-        # A pattern whose reduced cost exceeds the gap to the incumbent cannot be in a
-        # cheaper answer: cost = LP bound + Σ reduced cost × bins, for covering rows.
-        columns.drop_above(relaxed, cost(problem, incumbent) - relaxed.objective, len(incumbent))
-    chosen = columns.integer()
-    if chosen is None or cost(problem, chosen) >= cost(problem, incumbent) - _EPS:
-        return list(incumbent)
-    return chosen
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """The packing chosen, and the patterns worth handing to a similar problem."""
+
+    bins: list[Bin]
+    patterns: tuple[Column, ...]
+    relaxed: float = 0.0  # the root LP's price (0: not solved): what whole bins aim for
 
 
-def _dominance(problem: Problem, kind: int) -> tuple[int, ...]:
-    """At most ``PRICING_TYPES`` types of ``kind`` worth pricing, the ones that hold the
-    demand's mix for the least per unit first: none dearer than the cheapest type that holds
-    everything (it can stand in for any of them), none that a cheaper-or-equal type beats on
-    every resource (compared with the ``DOMINANCE_WINDOW`` nearest in price)."""
-    everything = problem.load(kind, problem.demand)
-    kept: list[int] = []
-    for t in sorted(problem.kinds[kind].types, key=lambda t: (problem.types[t].price, t)):
-        capacity = problem.types[t].capacity
-        if not any(
-            all(a >= b for a, b in zip(problem.types[k].capacity, capacity, strict=True))
-            for k in kept[-DOMINANCE_WINDOW:]
-        ):
-            kept.append(t)
-        if all(c >= n for c, n in zip(capacity, everything, strict=True)):
-            break
-    if len(kept) <= PRICING_TYPES:
-        return tuple(kept)
-    mix = [
-        sum(d * size[r] for d, size in zip(problem.demand, problem.sizes, strict=True))
-        for r in range(len(problem.types[kept[0]].capacity))
-    ]
+def pack(
+    problem: Problem,
+    incumbent: Sequence[Bin],
+    hints: Sequence[Column] = (),
+    budget: work.Budget | None = None,
+) -> Packed:
+    """A packing no dearer than ``incumbent`` (which must be feasible), usually cheaper;
+    ``hints`` are patterns to start from (a similar problem's, already fitted to this one);
+    the work done is charged to ``budget`` (default: a fresh ``work.Budget``)."""
+    budget = budget if budget is not None else work.Budget()
+    if not problem.demand or budget.exhausted:
+        return Packed(list(incumbent), ())
+    engine = _Engine(problem, budget)
+    for kind, t, counts in [*((b.kind, b.type, b.counts) for b in incumbent), *hints]:
+        engine.add(kind, t, counts)
+    engine.seed()
+    root = engine.generate(ROUNDS)
+    if root is not None:
+        # patterns on every type within the gap to the incumbent: whole bins need them
+        gap = cost(problem, incumbent) - root.objective
+        root = engine.generate(TAIL_ROUNDS, wide=True, slack=max(gap, 0.0)) or root
+    if root is None:
+        return Packed(list(incumbent), ())
+    dived = engine.dive(root, cost(problem, incumbent))
+    best = _cheaper(problem, list(incumbent), engine.improve(engine.trim(dived or [])))
+    candidates = engine.candidates(root, cost(problem, best))
+    if cost(problem, best) > root.objective * (1 + MIP_GAP) and budget.left >= MIP_RESERVE:
+        best = _cheaper(problem, best, engine.integer(candidates, cost(problem, best)) or [])
+    kept = dict.fromkeys([*((b.kind, b.type, b.counts) for b in best), *candidates])
+    return Packed(best, tuple(kept), root.objective)
 
-    def per_unit(t: int) -> tuple[float, int]:
-        held = min(
-            (c / m for c, m in zip(problem.types[t].capacity, mix, strict=True) if m > 0),
-            default=0.0,
-        )
-        return (problem.types[t].price / held if held > 0 else float("inf"), t)
 
-    return tuple(sorted(sorted(kept, key=per_unit)[:PRICING_TYPES]))
+def _cheaper(problem: Problem, best: list[Bin], other: list[Bin]) -> list[Bin]:
+    """``other`` when it is a valid packing cheaper than ``best``, else ``best``."""
+    if other and feasible(problem, other) and cost(problem, other) < cost(problem, best) - _EPS:
+        return other
+    return best
 
 
-class _Columns:
-    """Patterns found so far and the master programs over them."""
+class _Engine:
+    """Patterns found so far, the LP master over them, and the bins fixed by diving."""
 
-    def __init__(
-        self, problem: Problem, pricing_types: list[tuple[int, ...]] | None = None
-    ) -> None:
-        self.problem = problem
-        self.columns: list[tuple[int, int, tuple[int, ...]]] = []
-        self._seen: set[tuple[int, int, tuple[int, ...]]] = set()
-        self._lp: lp.Model | None = None
+    def __init__(self, problem: Problem, budget: work.Budget) -> None:
+        self.p = problem
+        self.budget = budget
         groups = len(problem.demand)
         pinned = [i for i, k in enumerate(problem.kinds) if k.count]
         self._kind_rows = {kind: groups + n for n, kind in enumerate(pinned)}
-        if pricing_types is None:
-            pricing_types = [_dominance(problem, k) for k in range(len(problem.kinds))]
-        # a kind with no type (a residual's used-up pinned kind) prices nothing
-        self.pricing_types = [
-            types if k.types else () for types, k in zip(pricing_types, problem.kinds, strict=True)
+        lower = [float(d) for d in problem.demand] + [float(problem.kinds[k].count) for k in pinned]
+        upper = [lp.INF] * groups + [float(problem.kinds[k].count) for k in pinned]
+        self.master = lp.Master(lower, upper)
+        self.columns: list[Column] = []
+        self._seen: dict[Column, int] = {}
+        self._pending = 0  # columns not yet in the master
+        self.fixed: list[int] = []  # per column, bins fixed by diving (its lower bound)
+        self.demand = list(problem.demand)  # what the fixed bins leave uncovered
+        self.left = [k.count for k in problem.kinds]  # pinned bins not yet fixed
+        self.fitting: list[tuple[int, ...]] = []  # per kind, cheapest first (``bintypes``)
+        self._capacities: list[tuple[tuple[int, tuple[int, ...]], ...]] = []  # the same
+        self.pricing: list[tuple[int, ...]] = []
+        prices = [t.price for t in problem.types]
+        capacities = [t.capacity for t in problem.types]
+        mix = problem.load(0, problem.demand)
+        for k, kind in enumerate(problem.kinds):
+            everything = problem.load(k, problem.demand)
+            types = bintypes.fitting(prices, capacities, kind.types, everything)
+            rooms = {t: problem.room(k, t) for t in types}
+            self.fitting.append(types)
+            self._capacities.append(tuple((t, problem.types[t].capacity) for t in types))
+            self.pricing.append(
+                bintypes.pricing(prices, rooms, types, problem.sizes, mix, not kind.count)
+            )
+        # wide pricing: every fitting type for free bins; pinned kinds (up to 8, each priced
+        # over all its types otherwise) keep their pricing types
+        self.wide = [
+            self.fitting[k] if not kind.count else self.pricing[k]
+            for k, kind in enumerate(problem.kinds)
         ]
-
-    def generate(self, rounds: int = ROUNDS) -> lp.Solution | None:
-        """Seed, then price for at most ``rounds`` rounds; the last LP solved."""
-        for kind in range(len(self.problem.kinds)):
-            self.seed(kind)
-        relaxed = None
-        for _ in range(rounds):
-            relaxed = self.relaxation()
-            if relaxed is None or not self.price(relaxed.duals):
-                break
-        return relaxed
+        top = [max(t.capacity[r] for t in problem.types) for r in range(len(problem.sizes[0]))]
+        self.weight = pricing.weights(problem.sizes, top)
+        # the best value-to-price ratio the last pricing round saw (Farley: the LP is within
+        # a factor of it of the full LP, had pricing been exact)
+        self.ratio = math.inf
 
     def add(self, kind: int, type_: int, counts: tuple[int, ...]) -> bool:
-        key = (kind, type_, counts)
+        """Remember a pattern at the cheapest pricing type that holds it (False: known
+        already, or the column limit is reached)."""
+        key = (kind, self._cheapest(kind, counts, type_), counts)
         if key in self._seen or len(self.columns) >= MAX_COLUMNS:
             return False
-        self._seen.add(key)
+        self._seen[key] = len(self.columns)
         self.columns.append(key)
+        self.fixed.append(0)
+        self._pending += 1
         return True
 
-    def seed(self, kind: int) -> None:
+    def _cheapest(self, kind: int, counts: Sequence[int], fallback: int) -> int:
+        """The first of ``kind``'s fitting types (cheapest first) that holds ``counts``; the
+        scan ends at ``fallback`` (the type the pattern was found for, which holds it)."""
+        need = self.p.load(kind, counts)
+        le = operator.le
+        for t, capacity in self._capacities[kind]:
+            if all(map(le, need, capacity)):
+                return t
+            if t == fallback:
+                break
+        return fallback
+
+    def trim(self, bins: Sequence[Bin]) -> list[Bin]:
+        """Remove items covered twice (from the last bins first), then retype each bin to the
+        cheapest type that holds it and drop free bins left empty."""
+        p = self.p
+        surplus = [-d for d in p.demand]
+        for b in bins:
+            for g, n in enumerate(b.counts):
+                surplus[g] += n
+        out: list[Bin] = []
+        for b in reversed(bins):
+            counts = list(b.counts)
+            for g, extra in enumerate(surplus):
+                take = min(extra, counts[g])
+                counts[g] -= take
+                surplus[g] -= take
+            if p.kinds[b.kind].count == 0 and not any(counts):
+                continue
+            out.append(Bin(b.kind, self._cheapest(b.kind, counts, b.type), tuple(counts)))
+        out.reverse()
+        return out
+
+    def improve(self, bins: Sequence[Bin]) -> list[Bin]:
+        """Merge two bins into one cheaper bin while any such pair exists (a free bin's items
+        may join any bin; two pinned bins never merge)."""
+        p = self.p
+        bins = list(bins)
+        merged = True
+        while merged:
+            merged = False
+            for i, j in ((i, j) for i in range(len(bins)) for j in range(len(bins))):
+                a, b = bins[i], bins[j]
+                if i == j or p.kinds[b.kind].count:
+                    continue
+                counts = tuple(x + y for x, y in zip(a.counts, b.counts, strict=True))
+                t = self._cheapest(a.kind, counts, -1)
+                pair = p.types[a.type].price + p.types[b.type].price
+                if t >= 0 and p.types[t].price < pair - _EPS:
+                    bins[i] = Bin(a.kind, t, counts)
+                    del bins[j]
+                    merged = True
+                    break
+        return bins
+
+    def seed(self) -> None:
         """Start patterns: the base alone, each group alone as full as a type allows, and the
         whole demand's mix scaled down to what a type holds (balanced across resources)."""
-        p = self.problem
+        p = self.p
         groups = len(p.demand)
-        for t in self.pricing_types[kind]:
-            room = _room(p, kind, t)
-            self.add(kind, t, (0,) * groups)
-            for g in range(groups):
-                n = _fit_count(p.sizes[g], room, p.demand[g])
-                if n:
-                    counts = [0] * groups
-                    counts[g] = n
-                    self.add(kind, t, tuple(counts))
-            mix = _scaled_mix(p, room)
-            if any(mix):
-                self.add(kind, t, mix)
+        for kind in range(len(p.kinds)):
+            for t in self.pricing[kind]:
+                room = p.room(kind, t)
+                self.add(kind, t, (0,) * groups)
+                for g in range(groups):
+                    n = pricing.fit_count(p.sizes[g], room, p.demand[g])
+                    if n:
+                        self.add(kind, t, tuple(n if h == g else 0 for h in range(groups)))
+                mix = pricing.scaled_mix(p.sizes, p.demand, room)
+                if any(mix):
+                    self.add(kind, t, mix)
 
-    def _model(self, integer: bool) -> lp.Model:
-        """The master over every pattern (the LP one grows with the patterns, never rebuilt)."""
-        if integer or self._lp is None:
-            p = self.problem
-            lower = [float(d) for d in p.demand] + [float(k.count) for k in p.kinds if k.count]
-            upper = [lp.INF] * len(p.demand) + [float(k.count) for k in p.kinds if k.count]
-            model = lp.Model(lower, upper)
-            if integer:
-                for key in self.columns:
-                    self._append(model, key, True)
-                return model
-            self._lp = model
-        for key in self.columns[self._lp.columns :]:
-            self._append(self._lp, key, False)
-        return self._lp
+    def solve(self) -> lp.Solution | None:
+        """The LP master over every pattern, with the fixed bins as lower bounds (None:
+        infeasible, or the budget ran out first)."""
+        if self.budget.exhausted:
+            return None
+        self._flush()
+        solution = self.master.solve(self.budget.left)
+        self.budget.charge(solution.work)
+        return solution if solution.ok else None
 
-    def _append(
-        self, model: lp.Model, key: tuple[int, int, tuple[int, ...]], integer: bool
-    ) -> None:
-        kind, t, counts = key
+    def _flush(self) -> None:
+        """Put the patterns found since the last solve into the master."""
+        if self._pending:
+            new = self.columns[len(self.columns) - self._pending :]
+            self.master.add_columns(
+                [self.p.types[t].price for _, t, _ in new], [self._entries(c) for c in new]
+            )
+            self._pending = 0
+
+    def _entries(self, column: Column) -> list[tuple[int, float]]:
+        kind, _, counts = column
         entries = [(g, float(n)) for g, n in enumerate(counts) if n]
         row = self._kind_rows.get(kind)
         if row is not None:
             entries.append((row, 1.0))
-        model.add_column(self.problem.types[t].price, entries, integer=integer)
+        return entries
 
-    def relaxation(self) -> lp.Solution | None:
-        """The LP master: duals per group row, then per pinned kind row."""
-        solution = lp.solve(self._model(False))
-        return solution if solution.ok else None
+    def generate(
+        self, rounds: int, wide: bool = False, slack: float = 0.0, searched: int = SEARCHED_TYPES
+    ) -> lp.Solution | None:
+        """Solve, then price (over every fitting type when ``wide``, keeping patterns within
+        ``slack`` of paying) and re-solve for at most ``rounds`` rounds; the last LP solved
+        (new patterns only add columns, so it stays valid when the budget stops a re-solve)."""
+        relaxed = self.solve()
+        types = self.wide if wide else self.pricing
+        for _ in range(rounds):
+            if relaxed is None or not self.price(relaxed.duals, types, slack, searched):
+                break
+            solved = self.solve()
+            if solved is None:
+                break
+            relaxed = solved
+            if not slack and self.ratio <= 1 + SETTLED:
+                break  # no pattern beats its price by more than SETTLED: the LP is settled
+        return relaxed
 
-    def drop_above(self, relaxed: lp.Solution, gap: float, keep_first: int) -> None:
-        """Forget patterns whose reduced cost under ``relaxed``'s duals exceeds ``gap``, and
-        keep at most ``MIP_COLUMNS`` (the first ``keep_first``, then the lowest reduced
-        costs)."""
-        p = self.problem
-        groups = len(p.demand)
-        rows = {k: groups + i for i, k in enumerate(i for i, k in enumerate(p.kinds) if k.count)}
-        ranked = []
-        for position, (kind, t, counts) in enumerate(self.columns):
-            worth = sum(relaxed.duals[g] * n for g, n in enumerate(counts) if n)
-            if kind in rows:
-                worth += relaxed.duals[rows[kind]]
-            reduced = p.types[t].price - worth
-            if reduced <= gap + 1e-7 or position < keep_first:
-                ranked.append((position >= keep_first, reduced, position))
-        ranked.sort()
-        self.columns = [self.columns[i] for _, _, i in ranked[:MIP_COLUMNS]]
+    def price(
+        self,
+        duals: Sequence[float],
+        types: Sequence[Sequence[int]],
+        slack: float = 0.0,
+        searched: int = SEARCHED_TYPES,
+    ) -> int:
+        """Add patterns for what is left whose items are worth more than their type; how many.
 
-    def price(self, duals: Sequence[float]) -> int:
-        """Add patterns whose items are worth more than their type; how many were added.
-
-        Every type gets a greedy fill; only the ``SEARCHED_TYPES`` types of each kind with the
-        most value per dollar in reach get the bounded exact search as well.
+        Every pricing type gets a greedy fill; only when no greedy pattern pays do the
+        ``SEARCHED_TYPES`` types of each kind with the most value per dollar in reach get the
+        bounded search.
         """
-        p = self.problem
+        p = self.p
         groups = len(p.demand)
-        values = [max(d, 0.0) for d in duals[:groups]]
-        extra = iter(duals[groups:])
-        order = sorted(range(groups), key=lambda g: (-values[g] / _weight(p, g), g))
+        values = [max(d, 0.0) if self.demand[g] > 0 else 0.0 for g, d in enumerate(duals[:groups])]
+        order = sorted(range(groups), key=lambda g: (-values[g] / self.weight[g], g))
         added = 0
+        self.ratio = 0.0
+        ranked: list[tuple[float, int, int]] = []
         for kind, k in enumerate(p.kinds):
-            kind_dual = next(extra) if k.count else 0.0
-            ranked: list[tuple[float, int]] = []
-            for t in self.pricing_types[kind]:
-                room = _room(p, kind, t)
-                counts, worth = _fill(p, values, room, order)
-                gain = worth + kind_dual - p.types[t].price
-                if gain > _EPS and self.add(kind, t, counts):
+            if k.count and not self.left[kind]:
+                continue
+            kind_dual = duals[self._kind_rows[kind]] if k.count else 0.0
+            for t in types[kind]:
+                if self.budget.exhausted:
+                    break
+                self.budget.charge(1)  # a greedy fill: one unit
+                counts, worth = pricing.fill(p.sizes, self.demand, values, p.room(kind, t), order)
+                price = p.types[t].price
+                if worth + kind_dual > price - slack + _EPS and self.add(kind, t, counts):
                     added += 1
-                ranked.append((-(worth + kind_dual) / max(p.types[t].price, _EPS), t))
-            for _, t in sorted(ranked)[:SEARCHED_TYPES]:
-                for counts, worth in _knapsack(p, values, _room(p, kind, t)):
-                    if worth + kind_dual > p.types[t].price + _EPS and self.add(kind, t, counts):
-                        added += 1
+                ranked.append((-(worth + kind_dual) / max(price, _EPS), kind, t))
+                self.ratio = max(self.ratio, (worth + kind_dual) / max(price, _EPS))
+        if added and GREEDY_FIRST:
+            searched = min(searched, GREEDY_FIRST)
+        for _, kind, t in sorted(ranked)[:searched]:
+            kind_dual = duals[self._kind_rows[kind]] if p.kinds[kind].count else 0.0
+            nodes = min(SEARCH_NODES, self.budget.left)
+            found, used = pricing.search(
+                p.sizes, self.demand, values, p.room(kind, t), nodes, KEEP_PATTERNS
+            )
+            self.budget.charge(used)
+            for counts, worth in found:
+                self.ratio = max(self.ratio, (worth + kind_dual) / max(p.types[t].price, _EPS))
+                if worth + kind_dual > p.types[t].price - slack + _EPS and self.add(
+                    kind, t, counts
+                ):
+                    added += 1
         return added
 
-    def integer(self) -> list[Bin] | None:
-        """The cheapest choice of bins among the patterns (None: nothing usable)."""
-        # No MIP start: HiGHS 1.16 maps a start through presolve wrongly and can stop at it.
-        # The incumbent's patterns are columns, and ``pack`` keeps it when the MIP is no better.
-        solution = lp.solve(self._model(True), integer=True, gap=MIP_GAP)
+    def candidates(self, relaxed: lp.Solution, cutoff: float) -> list[Column]:
+        """At most ``MIP_COLUMNS`` patterns that a packing cheaper than ``cutoff`` may use,
+        lowest reduced cost (under ``relaxed``'s duals) first: a pattern whose reduced cost
+        exceeds the gap to ``cutoff`` cannot be in one (cost = LP + Σ reduced cost × bins)."""
+        p = self.p
+        gap = cutoff - relaxed.objective
+        ranked = []
+        for j, (kind, t, counts) in enumerate(self.columns):
+            worth = sum(relaxed.duals[g] * n for g, n in enumerate(counts) if n)
+            row = self._kind_rows.get(kind)
+            if row is not None:
+                worth += relaxed.duals[row]
+            reduced = p.types[t].price - worth
+            if reduced <= gap + 1e-7:
+                ranked.append((reduced, j))
+        ranked.sort()
+        return [self.columns[j] for _, j in ranked[:MIP_COLUMNS]]
+
+    def integer(self, chosen: Sequence[Column], cutoff: float) -> list[Bin] | None:
+        """The cheapest choice of bins among ``chosen``, cheaper than ``cutoff`` (None: none
+        found within the node limit)."""
+        p = self.p
+        groups = len(p.demand)
+        lower = [float(d) for d in p.demand] + [float(p.kinds[k].count) for k in self._kind_rows]
+        upper = [lp.INF] * groups + [float(p.kinds[k].count) for k in self._kind_rows]
+        model = lp.Model(lower, upper)
+        for column in chosen:
+            model.add_column(p.types[column[1]].price, self._entries(column), integer=True)
+        solution = lp.solve(
+            model,
+            integer=True,
+            gap=MIP_GAP,
+            node_limit=MIP_NODES,
+            cutoff=cutoff - _EPS,
+            lean=True,
+            iterations=self.budget.left,
+        )
+        self.budget.charge(solution.work)
         if not solution.ok:
             return None
         bins: list[Bin] = []
-        for i, value in enumerate(solution.values):
-            kind, t, counts = self.columns[i]
+        for (kind, t, counts), value in zip(chosen, solution.values, strict=True):
             bins.extend(Bin(kind, t, counts) for _ in range(round(value)))
-        return _trim(self.problem, bins) if _feasible(self.problem, bins) else None
+        return self.improve(self.trim(bins)) if feasible(p, bins) else None
+
+    def dive(self, relaxed: lp.Solution, cutoff: float) -> list[Bin] | None:
+        """Whole bins from the LP: fix what it uses whole, round up its most-used fraction,
+        re-solve (and re-price, for the first dives) until it is integral (None: the LP
+        reached ``cutoff``, so this dive cannot end cheaper than that). When the budget runs
+        out the dive ends at once: every fraction of the last LP rounded up."""
+        dives = 0
+        while True:
+            if self.budget.exhausted:
+                return self._bins(relaxed.values)
+            if not self._round(relaxed.values):
+                break
+            dives += 1
+            rounds = DIVE_ROUNDS if dives <= PRICED_DIVES else 0
+            solved = self.generate(rounds, wide=True, searched=DIVE_SEARCHED)
+            if solved is None and self.budget.exhausted:
+                return self._bins(relaxed.values)
+            if solved is None or solved.objective >= cutoff - _EPS:
+                return None
+            relaxed = solved
+        return self._bins(())
+
+    def _bins(self, values: Sequence[float]) -> list[Bin]:
+        """The fixed bins, each column raised to its LP value in ``values`` rounded up (an LP
+        answer covers the demand, so its rounding up does too)."""
+        bins: list[Bin] = []
+        for j, (kind, t, counts) in enumerate(self.columns):
+            n = self.fixed[j]
+            if j < len(values):
+                n = max(n, math.ceil(values[j] - _INT))
+            bins.extend(Bin(kind, t, counts) for _ in range(n))
+        return bins
+
+    def _round(self, values: Sequence[float]) -> bool:
+        """Open bins toward ``values``; False when the fixed bins already match (integral).
+
+        Every pattern used at least once more than fixed is fixed that many more times; when
+        none is, the fractional pattern whose rounding up costs the LP least (among the
+        ``STRONG`` most used) is opened once.
+        """
+        whole: list[tuple[int, int]] = []
+        fractional: list[tuple[float, int]] = []
+        for j, x in enumerate(values):
+            n = int(x + _INT)
+            if n > self.fixed[j]:
+                whole.append((j, n - self.fixed[j]))
+            elif x - self.fixed[j] > _INT:
+                fractional.append((self.fixed[j] - x, j))
+        for j, n in whole:
+            for _ in range(n):
+                self._open(j)
+        if whole or not fractional:
+            return bool(whole)
+        fractional.sort()
+        best: tuple[float, int] | None = None
+        for _, j in fractional[:STRONG] if len(fractional) > 1 else ():
+            opened = self._open(j)
+            solved = self.solve()
+            self._close(opened)
+            value = solved.objective if solved is not None else lp.INF
+            if best is None or value < best[0] - _EPS:
+                best = (value, j)
+        self._open(fractional[0][1] if best is None else best[1])
+        return True
+
+    def _open(self, j: int) -> tuple[int, tuple[int, ...]]:
+        """Fix one more bin of column ``j``'s pattern, less what is already covered, at the
+        cheapest type that holds the rest (a column of its own when that differs); the
+        column fixed and the items it covers."""
+        kind, t, counts = self.columns[j]
+        clipped = tuple(min(c, d) for c, d in zip(counts, self.demand, strict=True))
+        if clipped != counts:
+            key = (kind, self._cheapest(kind, clipped, t), clipped)
+            if key not in self._seen:
+                self._seen[key] = len(self.columns)
+                self.columns.append(key)
+                self.fixed.append(0)
+                self._pending += 1
+            j = self._seen[key]
+        self._flush()
+        self._shift(j, clipped, 1)
+        return j, clipped
+
+    def _close(self, opened: tuple[int, tuple[int, ...]]) -> None:
+        """Undo one ``_open``."""
+        self._shift(*opened, -1)
+
+    def _shift(self, j: int, covered: tuple[int, ...], step: int) -> None:
+        kind = self.columns[j][0]
+        self.fixed[j] += step
+        self.master.set_lower(j, float(self.fixed[j]))
+        for g, c in enumerate(covered):
+            if c:
+                self.demand[g] -= step * c
+        if self.p.kinds[kind].count:
+            self.left[kind] -= step
 
 
-def _residual(p: Problem, columns: _Columns, relaxed: lp.Solution) -> Problem | None:
-    """The demand (and pinned bins) left once the LP's whole bins are taken (None: nothing)."""
-    demand = list(p.demand)
-    taken = [0] * len(p.kinds)
-    for j, value in enumerate(relaxed.values):
-        whole = int(value + 1e-6)
-        if whole:
-            kind, _, counts = columns.columns[j]
-            taken[kind] += whole
-            for g, n in enumerate(counts):
-                demand[g] -= whole * n
-    if all(d <= 0 for d in demand):
-        return None
-    kinds: list[Kind] = []
-    for old, used in zip(p.kinds, taken, strict=True):
-        left = old.count - used
-        if not old.count or left > 0:
-            kinds.append(Kind(old.base, left if old.count else 0, old.types))
-        else:
-            # a pinned kind with no bin left offers no type (count 0 alone would mean "free")
-            kinds.append(Kind(old.base, 0, ()))
-    return Problem(p.sizes, tuple(max(d, 0) for d in demand), p.types, tuple(kinds))
-
-
-def _room(p: Problem, kind: int, t: int) -> tuple[int, ...]:
-    base = p.kinds[kind].base
-    return tuple(c - b for c, b in zip(p.types[t].capacity, base, strict=True))
-
-
-def _scaled_mix(p: Problem, room: Sequence[int]) -> tuple[int, ...]:
-    """The largest fraction of the demand (each group rounded down) that fits ``room``."""
-    low = 1.0  # the fraction that fits before rounding down; rounding only frees room
-    for r, space in enumerate(room):
-        need = sum(d * size[r] for d, size in zip(p.demand, p.sizes, strict=True))
-        if need > 0:
-            low = min(low, max(space, 0) / need)
-    high = min(1.0, 2 * low) if low < 1.0 else 1.0
-    for _ in range(8):  # bisection for the rounding's extra room: 8 halvings suffice
-        mid = (low + high) / 2
-        if _fits(p, [int(mid * d) for d in p.demand], room):
-            low = mid
-        else:
-            high = mid
-    if _fits(p, list(p.demand), room):
-        low = 1.0
-    return tuple(int(low * d) for d in p.demand)
-
-
-def _fits(p: Problem, counts: Sequence[int], room: Sequence[int]) -> bool:
-    for r, space in enumerate(room):
-        if sum(n * size[r] for n, size in zip(counts, p.sizes, strict=True)) > space:
-            return False
-    return True
-
-
-def _weight(p: Problem, g: int) -> float:
-    """An item's size relative to the largest type, summed over resources."""
-    top = [max((t.capacity[r] for t in p.types), default=1) or 1 for r in range(len(p.sizes[g]))]
-    return max(sum(s / c for s, c in zip(p.sizes[g], top, strict=True)), _EPS)
-
-
-def _fit_count(size: Sequence[int], room: Sequence[int], limit: int) -> int:
-    n = limit
-    for s, r in zip(size, room, strict=True):
-        if s > 0:
-            n = min(n, r // s)
-    return max(n, 0)
-
-
-def _knapsack(
-    p: Problem, values: Sequence[float], room: tuple[int, ...]
-) -> list[tuple[tuple[int, ...], float]]:
-    """The most valuable patterns for ``room`` that a bounded search finds, best first."""
-    groups = [g for g in range(len(values)) if values[g] > _EPS]
-    if not groups or any(r < 0 for r in room):
-        return []
-    scale = [max(r, 1) for r in room]
-    weight = {g: sum(s / scale[r] for r, s in enumerate(p.sizes[g])) for g in groups}
-    order = sorted(groups, key=lambda g: (-values[g] / max(weight[g], _EPS), g))
-    search = _Search(p, values, order)
-    search.offer(*_fill(p, values, room, order))
-    search.run(0, list(room), [0] * len(values), 0.0)
-    return search.found
-
-
-class _Search:
-    """Depth-first branch and bound over item counts, capped at ``KNAPSACK_NODES`` nodes."""
-
-    def __init__(self, p: Problem, values: Sequence[float], order: Sequence[int]) -> None:
-        self.p = p
-        self.values = values
-        self.order = order
-        self.found: list[tuple[tuple[int, ...], float]] = []
-        self.nodes = 0
-        # per resource, the best value per unit among groups from position i on
-        resources = len(p.sizes[0]) if p.sizes else 0
-        self.ratio = [[0.0] * resources for _ in range(len(order) + 1)]
-        for i in range(len(order) - 1, -1, -1):
-            g = order[i]
-            for r in range(resources):
-                self.ratio[i][r] = max(self.ratio[i + 1][r], _per_unit(values[g], p.sizes[g][r]))
-
-    @property
-    def floor(self) -> float:
-        """The worth a pattern must beat to be kept."""
-        return self.found[-1][1] if len(self.found) == KEEP_PATTERNS else 0.0
-
-    def offer(self, counts: Sequence[int], worth: float) -> None:
-        """Keep ``counts`` if it is among the best patterns seen (ties: first seen)."""
-        pattern = tuple(counts)
-        if worth <= self.floor + _EPS or any(pattern == f for f, _ in self.found):
-            return
-        self.found.append((pattern, worth))
-        self.found.sort(key=lambda f: -f[1])
-        del self.found[KEEP_PATTERNS:]
-
-    def run(self, i: int, left: list[int], counts: list[int], worth: float) -> None:
-        self.nodes += 1
-        self.offer(counts, worth)
-        if i == len(self.order) or self.nodes > KNAPSACK_NODES:
-            return
-        bound = min(
-            (ratio * room for ratio, room in zip(self.ratio[i], left, strict=True)),
-            default=float("inf"),
-        )
-        if worth + bound <= self.floor + _EPS:
-            return
-        g = self.order[i]
-        size = self.p.sizes[g]
-        for n in range(_fit_count(size, left, self.p.demand[g]), -1, -1):
-            counts[g] = n
-            self.run(
-                i + 1,
-                [room - n * s for room, s in zip(left, size, strict=True)],
-                counts,
-                worth + n * self.values[g],
-            )
-        counts[g] = 0
-
-
-def _per_unit(value: float, size: int) -> float:
-    return value / size if size else float("inf")
-
-
-def _fill(
-    p: Problem, values: Sequence[float], room: Sequence[int], order: Sequence[int]
-) -> tuple[tuple[int, ...], float]:
-    left = list(room)
-    counts = [0] * len(values)
-    for g in order:
-        n = _fit_count(p.sizes[g], left, p.demand[g])
-        if n:
-            counts[g] = n
-            for r, s in enumerate(p.sizes[g]):
-                left[r] -= n * s
-    return tuple(counts), sum(values[g] * n for g, n in enumerate(counts))
-
-
-def _feasible(p: Problem, bins: Sequence[Bin]) -> bool:
+def feasible(p: Problem, bins: Sequence[Bin]) -> bool:
+    """Whether ``bins`` cover the demand, hold what they carry, and use every pinned bin."""
     covered = [0] * len(p.demand)
     per_kind = [0] * len(p.kinds)
     for b in bins:
         per_kind[b.kind] += 1
+        need = p.load(b.kind, b.counts)
+        capacity = p.types[b.type].capacity
+        if b.type not in p.kinds[b.kind].types or any(
+            n > c for n, c in zip(need, capacity, strict=True)
+        ):
+            return False
         for g, n in enumerate(b.counts):
             covered[g] += n
     return all(c >= d for c, d in zip(covered, p.demand, strict=True)) and all(
         not k.count or per_kind[i] == k.count for i, k in enumerate(p.kinds)
     )
-
-
-def _trim(p: Problem, bins: list[Bin]) -> list[Bin]:
-    """Remove items covered twice (from the last bins first), then retype and drop empties."""
-    surplus = [-d for d in p.demand]
-    for b in bins:
-        for g, n in enumerate(b.counts):
-            surplus[g] += n
-    out: list[Bin] = []
-    for b in reversed(bins):
-        counts = list(b.counts)
-        for g, extra in enumerate(surplus):
-            take = min(extra, counts[g])
-            counts[g] -= take
-            surplus[g] -= take
-        if p.kinds[b.kind].count == 0 and not any(counts):
-            continue
-        t = p.cheapest(b.kind, counts)
-        out.append(Bin(b.kind, b.type if t is None else t, tuple(counts)))
-    out.reverse()
-    return out

@@ -35,6 +35,7 @@ def replay(
     created: list[Claim] = []
     seen: set[int] = set()
     failed: set[int] = set()
+    planned_in: dict[str, set[int]] = {}  # NodePool -> plans that created a claim in it so far
     for index, placement in enumerate(placements):
         pod = placement.work.pod
         target = placement.target
@@ -47,12 +48,17 @@ def replay(
                 if id(target) not in seen:
                     seen.add(id(target))
                     created.append(target)
+                    if not _within_limits(ctx, target):
+                        # the plans before it left this first-fit claim no room
+                        failed |= planned_in.get(target.template.nodepool.name, set())
                     ctx.limits.commit(target)  # counted at its final types, as first fit left it
             topology.record(
                 pod, placement.requirements, hostname, taints, placement.groups.inverse_owned
             )
             continue
         claim = _claim(ctx, planned, created)
+        if claim is not None:
+            planned_in.setdefault(planned.template.nodepool.name, set()).add(planned.plan)
         outcome = (
             try_claim(claim, placement.work, placement.groups, placement.volumes, topology)
             if claim is not None
@@ -63,6 +69,13 @@ def replay(
             continue
         _commit(ctx, claim, outcome, placement)
     return failed
+
+
+def _within_limits(ctx: PassContext, claim: Claim) -> bool:
+    """Whether the NodePool's limits, as the replay has counted them so far, still allow every
+    type ``claim`` may become (what the scheduler checked when it created the claim)."""
+    allowed = ctx.limits.mask(claim.template)
+    return allowed == -1 or claim.mask & ~allowed == 0
 
 
 def _claim(ctx: PassContext, planned: Planned, created: list[Claim]) -> Claim | None:

@@ -67,6 +67,8 @@ class Results:
     deferred: frozenset[str] = frozenset()
     # a price no valid set of new claims for the same pods undercuts (None: not computed)
     lower_bound: float | None = None
+    # work units the cost pass spent (``work.Budget``; 0 when it did not run)
+    cost_work: int = 0
 
     @property
     def price(self) -> float:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
-from karpenter.core.provisioning import costpass, explain, lowerbound
+from karpenter.core.provisioning import costpass, explain, lowerbound, work
 from karpenter.core.provisioning.build import PassContext, Reuse, build_context, copy_existing
 from karpenter.core.provisioning.podwork import PodWork
 from karpenter.core.provisioning.reservations import (
@@ -333,9 +333,13 @@ def solve(
         scheduler.placements = []
     reasons = scheduler.run(pending)
     claims = scheduler.claims
+    budget = work.Budget(options.cost_work)
     if start is not None and scheduler.placements is not None:
-        claims = costpass.repack(ctx, claims, scheduler.placements, start, scheduler.next_hostname)
+        placements = scheduler.placements
+        claims = costpass.repack(ctx, claims, placements, start, scheduler.next_hostname, budget)
     results = finalize(ctx, claims, reasons, frozenset(scheduler.deferred))
+    if budget.spent:
+        results = replace(results, cost_work=budget.spent)
     if bound:
         results = replace(results, lower_bound=lowerbound.compute(ctx, results.new_claims))
     return results
