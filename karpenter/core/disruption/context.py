@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from karpenter.core.disruption import budgets as bud
 from karpenter.core.disruption.candidates import (
@@ -29,6 +30,10 @@ from karpenter.core.model.resources import Resources
 from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import StateNode
 
+if TYPE_CHECKING:
+    from karpenter.core.disruption.ranking import CandidateIndex
+    from karpenter.core.disruption.verdicts import VerdictMemo
+
 
 @dataclass(slots=True)
 class DisruptionPass:
@@ -48,6 +53,8 @@ class DisruptionPass:
     cache: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     # (cheapest available price, allocatable) of every instance type, cheapest first.
     price_table: list[tuple[float, dict[str, int]]] | None = None
+    # The cheapest such price per request (sorted items), None when no type holds it.
+    holding: dict[tuple[tuple[str, int], ...], float | None] = field(default_factory=dict)
     # Worst launch price per (zone req, capacity-type req), then per instance type identity.
     worst_prices: dict[tuple[object, object], dict[int, float | None]] = field(default_factory=dict)
     # Per candidate: summed pod requests and the pods' request shapes (prefilter).
@@ -60,6 +67,10 @@ class DisruptionPass:
     )
     # Solver set-up shared by this pass's simulations (and the next pass's, when carried).
     reuse: Reuse = field(default_factory=Reuse)
+    # Set by a plan's world (``world``): the candidates in each method's order, kept between
+    # passes, and the verdicts of earlier passes that still hold. Such passes keep no notes.
+    index: CandidateIndex | None = None
+    verdicts: VerdictMemo | None = None
 
     @property
     def states(self) -> list[StateNode]:
@@ -84,8 +95,9 @@ class DisruptionPass:
         return True
 
     def note(self, name: str, reason: str) -> None:
-        """Remember why a node was passed over (first reason wins)."""
-        if name not in self._noted:
+        """Remember why a node was passed over (first reason wins; a world's passes keep no
+        notes)."""
+        if self.index is None and name not in self._noted:
             self._noted.add(name)
             self.notes.append(Blocked(name, reason))
 
@@ -104,19 +116,32 @@ class DisruptionPass:
         return self._totals[pool]
 
 
+def counted(state: StateNode) -> tuple[str, int] | None:
+    """(pool, 1 if already disrupting else 0) for a node budgets count, else None."""
+    pool = state.nodepool
+    if not pool or not state.initialized:
+        return None
+    if state.claim is not None and state.claim.instance_terminating:
+        return None
+    return pool, 1 if (in_flight(state) or not state.ready) else 0
+
+
+def count(counts: dict[str, bud.PoolCount], state: StateNode, sign: int) -> None:
+    """Add (``sign`` 1) or take away (-1) one node's share of the budget counts."""
+    share = counted(state)
+    if share is None:
+        return
+    pool, disrupting = share
+    c = counts.get(pool, bud.PoolCount())
+    counts[pool] = bud.PoolCount(c.nodes + sign, c.disrupting + sign * disrupting)
+
+
 def budget_counts(states: list[StateNode]) -> dict[str, bud.PoolCount]:
     """Managed, initialized nodes per pool, and those already disrupting (deleting, held by an
     in-flight command, or NotReady)."""
     counts: dict[str, bud.PoolCount] = {}
     for s in states:
-        pool = s.nodepool
-        if not pool or not s.initialized:
-            continue
-        if s.claim is not None and s.claim.instance_terminating:
-            continue
-        c = counts.get(pool, bud.PoolCount())
-        disrupting = c.disrupting + (1 if (in_flight(s) or not s.ready) else 0)
-        counts[pool] = bud.PoolCount(c.nodes + 1, disrupting)
+        count(counts, s, 1)
     return counts
 
 

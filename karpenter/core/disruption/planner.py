@@ -16,15 +16,12 @@ from karpenter.core.disruption.candidates import Blocked, SurveyMemo, reschedula
 from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.methods import next_command
-from karpenter.core.lifecycle import nodepool_hash
-from karpenter.core.model import labels as lbl
+from karpenter.core.disruption.world import World, replacement_node
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
-from karpenter.core.model.node import Node
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import state_nodes
-from karpenter.core.provisioning.results import NewNodeClaim
 
 REPLACEMENT_PREFIX = "simulated-"
 
@@ -95,30 +92,6 @@ def fleet_price(cluster: Cluster) -> float:
     )
 
 
-def _replacement_node(claim: NewNodeClaim, name: str, cluster: Cluster, now: float) -> Node:
-    launched = next(it for it in claim.instance_types if it.name == claim.launch.instance_type)
-    labels = dict(claim.labels)
-    labels[lbl.HOSTNAME] = name
-    labels[lbl.NODEPOOL] = claim.nodepool
-    labels[lbl.REGISTERED] = "true"
-    labels[lbl.INITIALIZED] = "true"
-    annotations: dict[str, str] = {}
-    pool = next((p for p in cluster.nodepools if p.name == claim.nodepool), None)
-    if pool is not None:
-        annotations[lbl.NODEPOOL_HASH] = nodepool_hash(pool)
-        annotations[lbl.NODEPOOL_HASH_VERSION] = lbl.NODEPOOL_HASH_VERSION_CURRENT
-    return Node(
-        name=name,
-        labels=dict(sorted(labels.items())),
-        annotations=annotations,
-        taints=claim.taints,
-        capacity=dict(launched.capacity),
-        allocatable=launched.allocatable,
-        provider_id=f"simulated://{name}",
-        creation=now,
-    )
-
-
 def apply(cluster: Cluster, step: Step, now: float) -> Cluster:
     """The snapshot after ``step`` completed."""
     command = step.command
@@ -136,7 +109,7 @@ def apply(cluster: Cluster, step: Step, now: float) -> Cluster:
             continue
         pods.append(pod)
     new_nodes = tuple(
-        _replacement_node(claim, name, cluster, now)
+        replacement_node(claim, name, cluster, now)
         for claim, name in zip(command.replacements, step.replacement_names, strict=True)
     )
     return replace(
@@ -158,31 +131,36 @@ def plan(
 
     ``consolidateAfter`` counts as elapsed (the simulator's contract). The loop ends when a
     pass finds nothing; every command removes nodes or strictly lowers the price, so it ends.
+    Passes run on a ``World`` (the snapshot carried from command to command, with the verdicts
+    of earlier passes that still hold); such passes keep no notes, so the last pass runs plain,
+    and its notes are the plan's ``blocked``.
     """
     before = fleet_price(cluster)
     steps: list[Step] = []
     counter = 0
     limit = max_commands if max_commands is not None else 10 * (len(cluster.nodes) + 10)
     blocked: Sequence[Blocked] = ()
-    reuse = Reuse()
-    memo = SurveyMemo()
+    world = World(cluster, options, now)
     while len(steps) < limit:
-        command, ps = decide(
-            cluster,
-            options,
-            now,
-            assume_consolidate_after_elapsed=True,
-            reuse=reuse,
-            survey_memo=memo,
-        )
+        ps = world.next_pass()
+        command = next_command(ps)
+        world.passed(ps)
         if command is None:
-            blocked = _blocked(ps)
-            break
+            command, ps = decide(
+                world.cluster,
+                options,
+                now,
+                assume_consolidate_after_elapsed=True,
+                reuse=world.reuse,
+            )
+            if command is None:
+                blocked = _blocked(ps)
+                break
         step = name_replacements(command, counter)
         counter += len(step.replacement_names)
         steps.append(step)
-        cluster = apply(cluster, step, now)
-    return Plan(tuple(steps), before, fleet_price(cluster), tuple(blocked), cluster)
+        world.apply(command, step.replacement_names)
+    return Plan(tuple(steps), before, fleet_price(world.cluster), tuple(blocked), world.cluster)
 
 
 def name_replacements(command: Command, launched_before: int) -> Step:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from karpenter.core.disruption.candidates import Candidate, in_flight, reschedulable
+from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.build import Reuse
@@ -23,6 +24,10 @@ from karpenter.core.provisioning.existing import StateNode
 from karpenter.core.provisioning.reservations import FALLBACK
 from karpenter.core.provisioning.results import NewNodeClaim
 from karpenter.core.provisioning.scheduler import solve
+
+# Key of a list in the snapshot's derived values (``Reuse.derived``): while present, every
+# what-if on the snapshot appends its Outcome there (``verdicts`` reads where pods went).
+OUTCOMES = "disruption.outcomes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +38,9 @@ class Outcome:
     moves: tuple[tuple[str, str], ...]
     failures: tuple[tuple[str, str], ...]
     uninitialized: tuple[str, ...]
+    # Every pod of the pass (waiting ones too): its requests and the existing node it went
+    # to ("" for a NodeClaim or nowhere). Filled only while OUTCOMES is collected.
+    placed: tuple[tuple[res.Resources, str], ...] = ()
 
     def failure_message(self) -> str:
         """A one-line summary of the pods that could not be placed."""
@@ -113,4 +121,11 @@ def reschedule(
     for index, claim in enumerate(claims):
         moves.extend((p.key, f"replacement:{index}") for p in claim.pods if p.key in keys)
     failures = tuple(sorted((k, r) for k, r in results.unschedulable.items() if k in keys))
-    return Outcome(claims, tuple(sorted(moves)), failures, tuple(uninitialized))
+    outcome = Outcome(claims, tuple(sorted(moves)), failures, tuple(uninitialized))
+    sink = reuse.snapshot(cluster).derived.get(OUTCOMES) if reuse is not None else None
+    if isinstance(sink, list):
+        where = {p.key: node for node, pods in results.existing for p in pods}
+        placed = tuple((p.requests, where.get(p.key, "")) for p in [*others, *moving])
+        outcome = replace(outcome, placed=placed)
+        sink.append(outcome)
+    return outcome

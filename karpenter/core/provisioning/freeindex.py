@@ -64,6 +64,29 @@ class FreeIndex:
         self._free[index] = free
         self.update(index)
 
+    def kill(self, index: int) -> None:
+        """Node ``index`` left the snapshot: it has no room from now on (its slot stays)."""
+        self._room[index] = (_NONE, _NONE, _NONE)
+        self._refresh(index)
+
+    def insert(self, index: int, free: dict[str, int]) -> None:
+        """A node joined the snapshot at ``index``; later nodes move up one place."""
+        self._free.insert(index, free)
+        self._room.insert(index, _triple(free))
+        # Blocks from the insertion point on hold other nodes now; nodes join near the end
+        # of the pass order in practice (replacements), so few blocks are recomputed.
+        first = index // SMALL
+        room = self._room
+        self._small[first:] = [
+            _max(room[b : b + SMALL]) for b in range(first * SMALL, len(room), SMALL)
+        ]
+        per = LARGE // SMALL
+        first_large = index // LARGE
+        small = self._small
+        self._large[first_large:] = [
+            _max(small[b : b + per]) for b in range(first_large * per, len(small), per)
+        ]
+
     def update(self, index: int) -> None:
         """Re-read node ``index`` after its remaining capacity changed."""
         if self._room[index][0] == _NONE:
