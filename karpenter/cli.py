@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
+from karpenter import failures
 from karpenter import settings as settings_mod
 from karpenter.providers import registry
 from karpenter.simulate import loader, output, runner
@@ -34,6 +35,21 @@ def _parse_now(text: str) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
+
+
+def _tool_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags ``viewer`` and ``explain`` share: where the cluster is, which cloud prices it."""
+    parser.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG, else in-cluster")
+    parser.add_argument(
+        "--cloud-provider",
+        choices=tuple(registry.PROVIDERS),
+        default=os.environ.get("KARPENTER_CLOUD_PROVIDER", "simulated"),
+        help="whose catalogue prices nodes (default: $KARPENTER_CLOUD_PROVIDER, else simulated)",
+    )
+    parser.add_argument(
+        "--catalog", default="fake:20", help="simulated: fake:N, or a YAML file of InstanceTypes"
+    )
+    parser.set_defaults(boot_delay=0.0)  # the simulated provider reads it; nothing boots here
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,6 +73,15 @@ def _parser() -> argparse.ArgumentParser:
     box.add_argument("--kubeconfig", default="sandbox.kubeconfig", help="where to write it")
     box.add_argument("--no-nodepool", action="store_true", help="do not apply NodePool default")
     _cloud_flags(box)
+    view = sub.add_parser("viewer", help="live terminal view of nodes, prices and pending pods")
+    _tool_flags(view)
+    view.add_argument("--nodepool", default="", help="only this NodePool's nodes")
+    view.add_argument("--selector", default="", help="only nodes with these labels (k=v,k!=v,k)")
+    why = sub.add_parser("explain", help="why is this pod pending, why is this node still here?")
+    why.add_argument("kind", choices=("pod", "node"))
+    why.add_argument("name", help="pod: NAMESPACE/NAME (default namespace: default); node: NAME")
+    why.add_argument("--output", choices=("json", "table"), default=None)
+    _tool_flags(why)
     return parser
 
 
@@ -106,19 +131,37 @@ def simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "simulate":
+        return simulate(args)
+    # Imported on demand: the controller's SDKs and event loop cost simulate 0.8 s to load.
+    if args.command in ("run", "sandbox"):
+        from karpenter import launch  # noqa: PLC0415
+
+        return launch.main(args)
+    if args.command in ("viewer", "explain"):
+        from karpenter import tools  # noqa: PLC0415
+
+        return tools.main(args)
+    return _fail(f"unknown command {args.command}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``karpenter`` console script."""
+    """Entry point of the ``karpenter`` console script.
+
+    Whatever fails, a person reads one line naming the cause and the exit status is 2
+    (``KARPENTER_DEBUG=1`` re-raises, for a traceback).
+    """
     args = _parser().parse_args(argv)
     try:
-        if args.command == "simulate":
-            return simulate(args)
-        if args.command in ("run", "sandbox"):
-            # Imported here: the controller's SDKs and event loop cost simulate 0.8 s to load.
-            from karpenter import launch  # noqa: PLC0415
-
-            return launch.main(args)
+        return _dispatch(args)
     except BrokenPipeError:
         # The reader went away (``| head``); nothing left to say, and no traceback.
         sys.stderr.close()
         return 0
-    return _fail(f"unknown command {args.command}")
+    except KeyboardInterrupt:
+        return 0
+    except Exception as err:  # every subcommand's last line of defence: see failures.describe
+        if os.environ.get("KARPENTER_DEBUG"):
+            raise
+        return _fail(f"{args.command}: {failures.describe(err)}")

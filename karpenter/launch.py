@@ -29,9 +29,10 @@ from karpenter.api.errors import DecodeError
 from karpenter.cloud.plugin import Host, ProviderConfigError, ProviderStartupError
 from karpenter.controllers.context import ControllerContext
 from karpenter.kube import client as kc
+from karpenter.kube import preflight
 from karpenter.kube.events import EventRecorder
 from karpenter.kube.leader import LeaderElectionLost
-from karpenter.observability.logging import configure_logging, get_logger
+from karpenter.observability.logging import configure_logging, get_logger, sinks_are_terminals
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import Operator, run_until_signalled
 from karpenter.providers import registry
@@ -69,9 +70,11 @@ async def serve(
 ) -> None:
     """Run the controller with ``provider``'s cloud until cancelled."""
     async with kc.connect(kubeconfig) as kube:
+        await preflight.check(kube)  # a dead apiserver or missing CRDs: one line, not retries
         kube.limiter = TokenBucket(clock, settings.KUBE_CLIENT_QPS, settings.KUBE_CLIENT_BURST)
         host = Host(kube, ClusterState(), EventRecorder(kube, clock), clock, Metrics(), settings)
         async with provider.open(host) as plugin:
+            await preflight.check(kube, [resource for resource, _ in plugin.informers])
             operator = Operator(
                 ControllerContext.of(host, plugin),
                 services=plugin.services,
@@ -84,14 +87,18 @@ async def serve(
                     print(on_ready, flush=True)
 
 
+def _configure_logging(settings: settings_mod.Settings) -> None:
+    paths = settings.log_output_paths
+    json_lines = settings.log_json_for(terminal=sinks_are_terminals(paths))
+    configure_logging(settings.LOG_LEVEL or "info", json_lines, output_paths=paths)
+
+
 def run(args: argparse.Namespace) -> int:
     """``karpenter run``."""
     settings = _settings()
     # Bad flags and settings fail before anything is configured.
     provider = registry.provider(args.cloud_provider, args)
-    configure_logging(
-        settings.LOG_LEVEL or "info", settings.log_json, output_paths=settings.log_output_paths
-    )
+    _configure_logging(settings)
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else _env_kubeconfig()
     clock = RealClock()
     provider = provider.startup()
@@ -108,18 +115,19 @@ def sandbox(args: argparse.Namespace) -> int:
     """``karpenter sandbox``: control plane + CRDs + NodePool + controller, until Ctrl-C."""
     settings = _settings()
     provider = registry.provider("simulated", args)  # bad flags fail before anything is configured
-    configure_logging(
-        settings.LOG_LEVEL or "info", settings.log_json, output_paths=settings.log_output_paths
-    )
+    _configure_logging(settings)
     target = Path(args.kubeconfig).resolve()
     log = get_logger("sandbox")
     work_dir = Path(tempfile.mkdtemp(prefix="karpenter-sandbox-"))
+    written = b""
     try:
-        bin_dir = ensure_binaries()
+        bin_dir = ensure_binaries(progress=_say)
+        _say(f"control plane binaries: {bin_dir}")
         log.info("starting control plane", work_dir=str(work_dir))
         with LocalControlPlane(bin_dir, work_dir / "controlplane") as plane:
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(plane.kubeconfig, target)
+            written = plane.kubeconfig.read_bytes()
+            target.write_bytes(written)
             anyio.run(
                 run_until_signalled,
                 lambda: _sandbox_main(target, settings, provider, args, RealClock()),
@@ -129,7 +137,23 @@ def sandbox(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+        _remove_kubeconfig(target, written)
     return 0
+
+
+def _say(line: str) -> None:
+    print(f"karpenter: sandbox: {line}", file=sys.stderr, flush=True)
+
+
+def _remove_kubeconfig(target: Path, written: bytes) -> None:
+    """The control plane is gone: its kubeconfig would point at nothing. Remove it, unless
+    someone replaced the file meanwhile."""
+    try:
+        if written and target.read_bytes() == written:
+            target.unlink()
+            _say(f"removed {target} (its control plane is gone)")
+    except OSError:
+        pass
 
 
 async def _sandbox_main(
@@ -148,6 +172,7 @@ async def _sandbox_main(
         f"try: kubectl --kubeconfig {kubeconfig} create deployment web --image=pause "
         "--replicas=3 && kubectl --kubeconfig "
         f"{kubeconfig} get nodeclaims,nodes -w\n"
+        f"watch it: karpenter viewer --kubeconfig {kubeconfig}\n"
         "Ctrl-C stops the controller and tears the control plane down."
     )
     await serve(kubeconfig, settings, provider, clock, on_ready=ready)

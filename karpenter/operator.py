@@ -61,15 +61,9 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
-def _informers(
-    kube: kc.KubeClient,
-    state: ClusterState,
-    clock: Clock,
-    extra: Sequence[tuple[kc.Resource, Sink]] = (),
-    *,
-    overlays: bool = False,
-) -> list[Informer]:
-    """The mirror's informers, plus a provider's own (e.g. EC2NodeClasses)."""
+def mirror_feeds(state: ClusterState, *, overlays: bool = False) -> list[tuple[kc.Resource, Sink]]:
+    """Every resource the mirror holds and the store it lands in (``karpenter explain`` lists
+    the same set once, the viewer watches it)."""
     feeds: list[tuple[kc.Resource, Sink]] = [
         (kc.NODEPOOLS, state.nodepools),
         (kc.NODES, state.nodes),
@@ -82,10 +76,22 @@ def _informers(
         (kc.STORAGECLASSES, state.storage_classes),
         (kc.CSINODES, state.csinodes),
         (kc.NAMESPACES, state.namespaces),
-        *extra,
     ]
     if overlays:
         feeds.append((kc.NODEOVERLAYS, state.overlays))
+    return feeds
+
+
+def _informers(
+    kube: kc.KubeClient,
+    state: ClusterState,
+    clock: Clock,
+    extra: Sequence[tuple[kc.Resource, Sink]] = (),
+    *,
+    overlays: bool = False,
+) -> list[Informer]:
+    """The mirror's informers, plus a provider's own (e.g. EC2NodeClasses)."""
+    feeds = [*mirror_feeds(state, overlays=overlays), *extra]
     return [Informer(kube, resource, store, clock) for resource, store in feeds]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from karpenter.core.model.cluster import Options
@@ -78,8 +78,9 @@ class Settings(BaseSettings):
     KARPENTER_SERVICE: str = ""
     LOG_OUTPUT_PATHS: str = "stdout"
     LOG_ERROR_OUTPUT_PATHS: str = "stderr"
-    # not upstream (zap's encoding came from a ConfigMap): json in clusters, console for humans
-    LOG_ENCODING: Literal["json", "console"] = "json"
+    # not upstream (zap's encoding came from a ConfigMap): json or console; unset picks console
+    # when the logs go to a terminal and json otherwise (``log_json_for``)
+    LOG_ENCODING: Literal["json", "console", ""] = ""
     ENABLE_PROFILING: bool = False
     DISABLE_CONTROLLER_WARMUP: bool = True
     DISABLE_CLUSTER_STATE_OBSERVABILITY: bool = False
@@ -87,6 +88,13 @@ class Settings(BaseSettings):
     # A file holding the kube-scheduler's default topology spread constraints (parsed and
     # checked at startup by karpenter.api.schedulerconfig); empty means none.
     SCHEDULER_CONFIG: str = ""
+    # Not upstream: "optimal" repacks each pass's new NodeClaims into the cheapest mix of
+    # instance types and lets consolidation replace nodes with several cheaper ones;
+    # "firstfit" is upstream's behaviour (first-fit claims, one replacement per command).
+    COST_POLICY: Literal["optimal", "firstfit"] = "optimal"
+    # Not upstream: most replacements one consolidation command may launch under
+    # COST_POLICY=optimal (1 keeps upstream's one-replacement rule).
+    CONSOLIDATION_MAX_REPLACEMENTS: int = Field(default=10, ge=1)
 
     @field_validator("BATCH_MAX_DURATION", "BATCH_IDLE_DURATION")
     @classmethod
@@ -160,8 +168,15 @@ class Settings(BaseSettings):
 
     @property
     def log_json(self) -> bool:
-        """Whether logs are JSON lines (LOG_ENCODING=json)."""
-        return self.LOG_ENCODING == "json"
+        """Whether logs are JSON lines when they do not go to a terminal."""
+        return self.log_json_for(terminal=False)
+
+    def log_json_for(self, *, terminal: bool) -> bool:
+        """Whether logs are JSON lines: LOG_ENCODING when set, else JSON unless every log sink
+        is a terminal (a person reading, who gets structlog's console renderer)."""
+        if self.LOG_ENCODING:
+            return self.LOG_ENCODING == "json"
+        return not terminal
 
     @property
     def log_output_paths(self) -> list[str]:
@@ -191,6 +206,10 @@ class Settings(BaseSettings):
             min_values_policy=self.MIN_VALUES_POLICY,
             spot_to_spot_consolidation=gates["SpotToSpotConsolidation"],
             node_overlay=gates["NodeOverlay"],
+            cost_policy=self.COST_POLICY,
+            max_replacements=(
+                self.CONSOLIDATION_MAX_REPLACEMENTS if self.COST_POLICY == "optimal" else 1
+            ),
         )
 
 

@@ -178,8 +178,11 @@ def test_rbac_covers_what_the_controller_does(helm: str) -> None:
     ]  # fmt: skip
     for group, resource in reads:
         assert {"get", "list", "watch"} <= _verbs(rules, group, resource), (group, resource)
-    for resource in ("nodepools", "nodeclaims", "nodeclaims/status"):
-        assert {"create", "patch", "delete"} <= _verbs(rules, "karpenter.sh", resource)
+    assert {"create", "patch", "delete"} <= _verbs(rules, "karpenter.sh", "nodeclaims")
+    assert {"patch"} <= _verbs(rules, "karpenter.sh", "nodeclaims/status")
+    assert {"patch"} <= _verbs(rules, "karpenter.sh", "nodepools/status")
+    # least privilege (tests/faults/test_security.py): NodePools are never created or deleted
+    assert not {"create", "delete"} & _verbs(rules, "karpenter.sh", "nodepools")
     assert "create" in _verbs(rules, "", "pods/eviction")
     assert {"create", "patch"} <= _verbs(rules, "", "events")
     assert {"update", "delete"} <= _verbs(rules, "", "nodes")

@@ -111,6 +111,8 @@ def test_overrides(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], check: 
         pytest.param("SYSTEM_NAMESPACE", "", id="namespace-empty"),
         pytest.param("LOG_OUTPUT_PATHS", " , ", id="no-log-paths"),
         pytest.param("LOG_ENCODING", "xml", id="log-encoding"),
+        pytest.param("COST_POLICY", "cheapest", id="cost-policy"),
+        pytest.param("CONSOLIDATION_MAX_REPLACEMENTS", "0", id="max-replacements"),
     ],
 )
 def test_invalid_values_name_the_variable(
@@ -134,6 +136,30 @@ def test_core_options(monkeypatch: pytest.MonkeyPatch) -> None:
     assert options.preference_policy == "Ignore"
     assert options.min_values_policy == "BestEffort"
     assert options.spot_to_spot_consolidation and options.node_overlay
+
+
+@pytest.mark.parametrize(
+    ("policy", "replacements", "expected"),
+    [
+        pytest.param(None, None, ("optimal", 10), id="defaults"),
+        pytest.param("optimal", "3", ("optimal", 3), id="optimal"),
+        pytest.param("firstfit", "3", ("firstfit", 1), id="firstfit-is-upstream"),
+    ],
+)
+def test_cost_policy_options(
+    monkeypatch: pytest.MonkeyPatch,
+    policy: str | None,
+    replacements: str | None,
+    expected: tuple[str, int],
+) -> None:
+    """COST_POLICY reaches the core; firstfit also means one replacement per command."""
+    for name, value in (("COST_POLICY", policy), ("CONSOLIDATION_MAX_REPLACEMENTS", replacements)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    options = Settings().core_options()
+    assert (options.cost_policy, options.max_replacements) == expected
 
 
 def test_frozen() -> None:

@@ -123,6 +123,15 @@ class _Spec(f.Model):
     weight: int | None = Field(default=None, ge=1, le=100)
     replicas: int | None = Field(default=None, ge=0)
 
+    @field_validator("limits")
+    @classmethod
+    def _non_negative(cls, value: dict[str, Quantity] | None) -> dict[str, Quantity] | None:
+        # the CRD's CEL rule says the same at admission; simulate reads YAML without one
+        negative = sorted(k for k, v in (value or {}).items() if str(v).strip().startswith("-"))
+        if negative:
+            raise ValueError(f"limits must not be negative ({', '.join(negative)})")
+        return value
+
     @model_validator(mode="after")
     def _static(self) -> _Spec:
         if self.replicas is not None:

@@ -8,13 +8,14 @@ Upstream splits this over ``nodepool.validation``, ``nodepool.readiness`` and
   pool failing them is skipped by the provisioner and says why here.
 * ``NodeClassReady``: the simulated cloud has no NodeClass objects, so it is always True.
 * ``Ready``: both of the above.
-* ``status.nodes`` / ``status.resources``: how many Nodes the pool owns and their capacity
-  (the NODES, CPU and MEMORY columns of ``kubectl get nodepools``).
+* ``status.resources``: the summed capacity of the pool's Nodes plus ``nodes``, their count,
+  with upstream's zero entries for cpu, memory, pods and ephemeral-storage, as Kubernetes
+  quantities (``16Gi``, ``3500m``): the NODES, CPU and MEMORY columns of ``kubectl get
+  nodepools`` read ``.status.resources.{nodes,cpu,memory}`` as upstream's CRD does.
+  ``status.nodes`` carries the count as an integer too.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 import anyio
 import anyio.abc
@@ -24,10 +25,12 @@ from karpenter.controllers import conditions
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
+from karpenter.core.model.quantity import MILLI, format_quantity
 from karpenter.kube import codec
 from karpenter.kube.client import NODEPOOLS, Obj
 
-COUNTED = (res.CPU, res.MEMORY, res.PODS, res.EPHEMERAL_STORAGE)
+# upstream's BaseResources: always present, zero when the pool has no nodes
+BASE = {res.CPU: 0, res.MEMORY: 0, res.PODS: 0, res.EPHEMERAL_STORAGE: 0, res.NODES: 0}
 
 
 class NodePoolStatus(Controller):
@@ -86,15 +89,12 @@ class NodePoolStatus(Controller):
         return None
 
     def _count(self, pool: str) -> tuple[int, dict[str, str]]:
-        total: dict[str, int] = {}
+        total: dict[str, int] = dict(BASE)
         count = 0
         for node in self.state.nodes.values():
             if node.labels.get(lbl.NODEPOOL) != pool:
                 continue
             count += 1
-            total = res.add(total, _counted(node.capacity))
-        return count, codec.resource_list(total)
-
-
-def _counted(capacity: Mapping[str, int]) -> dict[str, int]:
-    return {k: v for k, v in capacity.items() if k in COUNTED}
+            total = res.add(total, node.capacity)
+        total[res.NODES] = count * MILLI
+        return count, {k: format_quantity(v, k) for k, v in sorted(total.items())}

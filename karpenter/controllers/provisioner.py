@@ -14,6 +14,7 @@ concurrently and records each in the mirror at once, so the next pass counts it 
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.model.pod import Pod, TopologySpread
+from karpenter.core.provisioning import lowerbound
 from karpenter.core.provisioning import overlays as overlay_types
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.provisioning.scheduler import solve
@@ -103,7 +105,9 @@ async def create_nodeclaim(
     body = codec.nodeclaim_manifest(claim, pool, pool_obj, annotations)
     try:
         obj = await kube.create(NODECLAIMS, body)
-    except errors.ApiError as err:
+    except (errors.ApiError, aiohttp.ClientError, OSError) as err:
+        # An unreachable apiserver (e.g. restarting) fails this claim only; the pods stay
+        # pending and the next pass retries. Raising would end the pass's whole task group.
         log.error("creating nodeclaim failed", nodepool=pool.name, error=str(err))
         return ""
     state.nodeclaims.upsert(obj)
@@ -152,6 +156,9 @@ class Provisioner(Controller):
         self.created_at: dict[str, float] = {}
         # pod key → when the NodeClaim meant for it was created (latency measurements)
         self.placed_at: dict[str, float] = {}
+        # pod key → the reason last logged for it (each pass sees every pending pod, so this
+        # holds exactly the pods unschedulable in the last pass)
+        self.unschedulable: dict[str, str] = {}
         self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
@@ -204,6 +211,7 @@ class Provisioner(Controller):
         pending = self.state.provisionable_pods()
         virtual = list(self.extra_pods()) if self.extra_pods is not None else []
         if not pending and not virtual:
+            self.unschedulable = {}
             report = PassReport(0, (), {})
             self.passes.append(report)
             return report
@@ -211,7 +219,7 @@ class Provisioner(Controller):
             pending = await SpreadSelectors(self.kube).apply(pending, self.default_spread)
         started = self.clock.now()
         results: Results = await anyio.to_thread.run_sync(
-            solve, cluster, [*pending, *virtual], self.options
+            functools.partial(solve, cluster, [*pending, *virtual], self.options, bound=True)
         )
         self.metrics.scheduler_scheduling_duration.labels(controller="provisioner").observe(
             self.clock.now() - started
@@ -219,9 +227,12 @@ class Provisioner(Controller):
         self.metrics.scheduler_unschedulable_pods_count.labels(controller="provisioner").set(
             len(results.unschedulable)
         )
+        cost = lowerbound.cost(results.price, results.lower_bound)
+        self._record_cost(cost)
         created = await self._create_all(results, {p.name: p for p in pools})
         await self._report_nominations(results)
         await self._report_unschedulable(results)
+        self._log_unschedulable(results)
         report = PassReport(len(pending), tuple(created), dict(results.unschedulable))
         self.passes.append(report)
         self._log.info(
@@ -229,8 +240,22 @@ class Provisioner(Controller):
             pods=len(pending),
             nodeclaims=len(created),
             unschedulable=len(results.unschedulable),
+            cost_per_hour=cost.per_hour,
+            cost_lower_bound_per_hour=cost.lower_bound_per_hour,
+            cost_ratio=cost.ratio,
         )
         return report
+
+    def _record_cost(self, cost: lowerbound.Cost) -> None:
+        m = self.metrics
+        m.scheduler_new_nodeclaims_price_per_hour.labels(controller="provisioner").set(
+            cost.per_hour
+        )
+        m.scheduler_new_nodeclaims_price_lower_bound_per_hour.labels(controller="provisioner").set(
+            cost.lower_bound_per_hour
+        )
+        if cost.ratio is not None:
+            m.scheduler_new_nodeclaims_price_ratio.labels(controller="provisioner").set(cost.ratio)
 
     async def _create_all(self, results: Results, pools: Mapping[str, NodePool]) -> list[str]:
         created: list[str] = []
@@ -286,6 +311,15 @@ class Provisioner(Controller):
                     "Nominated",
                     f"Pod should schedule on: {kind}/{node_name}",
                 )
+
+    def _log_unschedulable(self, results: Results) -> None:
+        """Log each pod that became unschedulable (or whose reason changed) once; the pass
+        line only counts them. CapacityBuffers' virtual pods are not pods: not logged."""
+        real = {k: r for k, r in results.unschedulable.items() if self.state.pods.get(k)}
+        for key, reason in sorted(real.items()):
+            if self.unschedulable.get(key) != reason:
+                self._log.info("pod is unschedulable", pod=key, reason=reason)
+        self.unschedulable = real
 
     async def _report_unschedulable(self, results: Results) -> None:
         for key, reason in sorted(results.unschedulable.items()):

@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 import anyio
+import yaml
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -31,6 +32,7 @@ _TLS_CLOSE_PAUSE_S = 0.25
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+TABLE = "application/json;as=Table;g=meta.k8s.io;v=v1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,7 @@ class KubeClient:
         content_type: str = JSON,
         request_timeout: aiohttp.ClientTimeout | float | None = 30.0,
         throttle: bool = True,
+        accept: str = JSON,
     ) -> aiohttp.ClientResponse:
         if throttle and self.limiter is not None:
             await self.limiter.acquire()
@@ -123,7 +126,7 @@ class KubeClient:
                 path,
                 method,
                 query_params=list(query),
-                header_params={"Accept": JSON, "Content-Type": content_type},
+                header_params={"Accept": accept, "Content-Type": content_type},
                 body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
@@ -155,6 +158,14 @@ class KubeClient:
         major = str(info.get("major", "")).rstrip("+")
         minor = str(info.get("minor", "")).rstrip("+")
         return f"{major}.{minor}"
+
+    async def discovery(self, group_version: str) -> Obj:
+        """The APIResourceList of ``group/version`` (NotFound when the group is not served)."""
+        return await self._json("GET", f"/apis/{group_version}", request_timeout=10.0)
+
+    async def table(self, res: Resource, namespace: str | None = None) -> Obj:
+        """The collection as a ``meta.k8s.io/v1`` Table: the columns ``kubectl get`` prints."""
+        return await self._json("GET", res.path(namespace), accept=TABLE)
 
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj:
         """One object (NotFound if absent)."""
@@ -312,15 +323,49 @@ def _event(raw: Mapping[str, Any], res: Resource) -> WatchEvent:
 
 
 async def load_configuration(kubeconfig: Path | str | None) -> k8s.Configuration:
-    """Client configuration from a kubeconfig file, else the in-cluster service account."""
+    """Client configuration from a kubeconfig file, else the in-cluster service account.
+
+    Failures raise ``errors.KubeconfigError`` with one line naming the file and the cause.
+    """
     cfg = k8s.Configuration()
-    if kubeconfig:
+    if not kubeconfig:
+        try:
+            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except k8s_config.ConfigException:
+            raise errors.KubeconfigError(
+                "no kubeconfig: pass --kubeconfig or set KUBECONFIG (this is not a pod in a"
+                " cluster: KUBERNETES_SERVICE_HOST is unset)"
+            ) from None
+        return cfg
+    path = Path(kubeconfig)
+    if not await anyio.Path(path).is_file():
+        raise errors.KubeconfigError(f"kubeconfig {path}: no such file")
+    await _check_kubeconfig(path)
+    try:
         await k8s_config.load_kube_config(
-            config_file=str(kubeconfig), client_configuration=cfg, persist_config=False
+            config_file=str(path), client_configuration=cfg, persist_config=False
         )
-    else:
-        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    # the loader fails with its own error, or with whatever a malformed document trips on
+    except (k8s_config.ConfigException, OSError, ValueError, TypeError, KeyError) as err:
+        raise errors.KubeconfigError(f"kubeconfig {path}: {_first_line(err)}") from None
     return cfg
+
+
+async def _check_kubeconfig(path: Path) -> None:
+    """The loader's own errors for a file that is not a kubeconfig at all are cryptic."""
+    try:
+        doc = yaml.safe_load(await anyio.Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise errors.KubeconfigError(f"kubeconfig {path}: {_first_line(err)}") from None
+    if not isinstance(doc, dict) or not doc.get("contexts") or not doc.get("clusters"):
+        raise errors.KubeconfigError(
+            f"kubeconfig {path}: not a kubeconfig (no clusters or contexts)"
+        )
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    return text.splitlines()[0]
 
 
 @asynccontextmanager

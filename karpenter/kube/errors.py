@@ -12,6 +12,11 @@
     ├── Invalid              422: schema, CEL or admission validation refused the object
     ├── TooManyRequests      429: throttled, or an eviction a PodDisruptionBudget refuses
     └── MultiplePDBs         500: an eviction of a pod that more than one PDB selects
+
+    ClientSetupError         before any request: the client cannot be built or the cluster used
+    ├── KubeconfigError      the kubeconfig is missing, unreadable or names no usable context
+    ├── Unreachable          the apiserver does not answer (or refuses our credentials)
+    └── MissingAPI           the apiserver does not serve Karpenter's CRDs
 """
 
 from __future__ import annotations
@@ -61,6 +66,22 @@ class TooManyRequests(ApiError):
 
 class MultiplePDBs(ApiError):
     """500: the eviction subresource refuses pods selected by more than one PDB."""
+
+
+class ClientSetupError(Exception):
+    """The cluster cannot be used at all; the message is one line for a person."""
+
+
+class KubeconfigError(ClientSetupError):
+    """The kubeconfig (or in-cluster credentials) cannot be loaded."""
+
+
+class Unreachable(ClientSetupError):
+    """The apiserver did not answer, or refused the credentials."""
+
+
+class MissingAPI(ClientSetupError):
+    """A resource the command needs (a CRD) is not served."""
 
 
 # The apiserver reports this case only as a 500 InternalError; its message is the one way to

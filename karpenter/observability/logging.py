@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 import structlog
@@ -45,6 +45,20 @@ def _shared_processors(json_output: bool) -> list[Processor]:
     if json_output:
         processors += [_upper_level, structlog.processors.format_exc_info]
     return processors
+
+
+def sinks_are_terminals(
+    output_paths: Sequence[str], streams: Mapping[str, TextIO] | None = None
+) -> bool:
+    """Whether every LOG_OUTPUT_PATHS sink is a terminal (``stdout``/``stderr`` on a TTY)."""
+    named = streams if streams is not None else {"stdout": sys.stdout, "stderr": sys.stderr}
+    if not output_paths:
+        return False
+    for path in output_paths:
+        stream = named.get(path)
+        if stream is None or not stream.isatty():
+            return False
+    return True
 
 
 def _handlers(output_paths: Sequence[str], stream: TextIO | None) -> list[logging.Handler]:

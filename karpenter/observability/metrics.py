@@ -219,6 +219,28 @@ class Metrics:
             ("controller",),
             registry=r,
         )
+        self._cost(r)
+
+    def _cost(self, r: CollectorRegistry) -> None:
+        # Not upstream: the cost pass's figures for the last provisioning pass.
+        self.scheduler_new_nodeclaims_price_per_hour = Gauge(
+            "karpenter_scheduler_new_nodeclaims_price_per_hour",
+            "Hourly price of the NodeClaims the last scheduling pass decided to create.",
+            ("controller",),
+            registry=r,
+        )
+        self.scheduler_new_nodeclaims_price_lower_bound_per_hour = Gauge(
+            "karpenter_scheduler_new_nodeclaims_price_lower_bound_per_hour",
+            "A price no valid set of NodeClaims for the same pods could undercut (last pass).",
+            ("controller",),
+            registry=r,
+        )
+        self.scheduler_new_nodeclaims_price_ratio = Gauge(
+            "karpenter_scheduler_new_nodeclaims_price_ratio",
+            "Price over lower bound of the last pass's NodeClaims (1 when both are 0).",
+            ("controller",),
+            registry=r,
+        )
 
     def _nodepools_and_cloud(self, r: CollectorRegistry) -> None:
         self.nodepools_limit = Gauge(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import ipaddress
+import json
 import os
 import shutil
 import signal
@@ -25,11 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from karpenter.sandbox import build
 
 __all__ = ["ControlPlaneError", "LocalControlPlane", "ensure_binaries"]
 
@@ -48,25 +52,30 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not be built or started; the message carries the log tail."""
 
 
-def ensure_binaries(timeout_s: float = 3600.0) -> Path:
+def ensure_binaries(timeout_s: float = 3600.0, progress: build.Progress | None = None) -> Path:
     """Return the directory holding the control-plane binaries, building them if needed.
 
     The build script is idempotent and exits at once when its cache is warm, so calling this
     every session is cheap. Failures raise, never skip: a test run that cannot build its
-    control plane must go red.
+    control plane must go red. With ``progress``, the build's steps are reported as they
+    happen (elapsed time, what is being built, the cache path), for a person waiting on it.
     """
     override = os.environ.get("KARPENTER_CONTROLPLANE_BIN_DIR")
     if override:
         return _checked_bin_dir(Path(override))
     if not _BUILD_SCRIPT.is_file():
         raise ControlPlaneError(f"build script not found at {_BUILD_SCRIPT}")
-    proc = subprocess.run(
-        ["bash", str(_BUILD_SCRIPT)],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
+    proc: build.Outcome | subprocess.CompletedProcess[str]
+    if progress is not None:
+        proc = build.run(_BUILD_SCRIPT, progress, timeout_s=timeout_s)
+    else:
+        proc = subprocess.run(
+            ["bash", str(_BUILD_SCRIPT)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
     if proc.returncode != 0:
         raise ControlPlaneError(
             f"{_BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{_tail(proc.stderr)}"
@@ -302,8 +311,11 @@ class LocalControlPlane:
         scheduler: bool = True,
         controller_manager: bool = True,
         startup_timeout_s: float = 120.0,
+        audit_policy: str = "",
     ) -> None:
         self.bin_dir = bin_dir
+        # An audit Policy (YAML); when set the apiserver logs JSON events to ``audit_log``.
+        self._audit_policy = audit_policy
         self._own_work_dir = work_dir is None
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="karpenter-controlplane-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -320,6 +332,7 @@ class LocalControlPlane:
         self._admin: _KeyPair | None = None
         self._sa_private = self.work_dir / "pki" / "sa.key"
         self._sa_public = self.work_dir / "pki" / "sa.pub"
+        self.audit_log = self.work_dir / "logs" / "audit.jsonl"
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -373,6 +386,25 @@ class LocalControlPlane:
         proc.stop()
         proc.start()
         self._wait_apiserver_ready(proc)
+
+    def kubeconfig_for(self, user: str, organization: str = "system:masters") -> Path:
+        """A kubeconfig authenticating as ``user`` (client certificate, group ``organization``):
+        distinct users tell replicas apart in the audit log."""
+        assert self._pki is not None
+        pair = self._pki.issue(f"user-{user}", user, organization=organization)
+        path = self.work_dir / f"{user}.kubeconfig"
+        path.write_text(_kubeconfig(self.server, self._pki.ca.cert, pair, user))
+        return path
+
+    def compact_etcd(self) -> int:
+        """Compact etcd at its current revision (through etcd's HTTP gateway) and return it:
+        every watch resuming from an older resourceVersion then gets 410 Gone."""
+        base = f"http://127.0.0.1:{self.etcd_port}/v3/kv"
+        # any range answers with the store's header revision; "AA==" is the key b"\0"
+        head = _post_json(f"{base}/range", {"key": "AA=="})
+        revision = int(head["header"]["revision"])
+        _post_json(f"{base}/compaction", {"revision": revision, "physical": True})
+        return revision
 
     def log_path(self, component: str) -> Path:
         return self.work_dir / "logs" / f"{component}.log"
@@ -457,6 +489,21 @@ class LocalControlPlane:
             "--allow-privileged=true",
             "--profiling=false",
             "--v=1",
+            *self._audit_args(),
+        ]
+
+    def _audit_args(self) -> list[str]:
+        if not self._audit_policy:
+            return []
+        policy = self.work_dir / "audit-policy.yaml"
+        policy.write_text(self._audit_policy)
+        self.audit_log.parent.mkdir(parents=True, exist_ok=True)
+        # blocking mode: an event is on disk before its request is answered
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
         ]
 
     def _start_apiserver(self) -> None:
@@ -533,6 +580,14 @@ class LocalControlPlane:
         ctx = ssl.create_default_context(cafile=str(self._pki.ca.cert))
         ctx.load_cert_chain(str(self._admin.cert), str(self._admin.key))
         return ctx
+
+
+def _post_json(url: str, body: dict[str, object]) -> dict[str, Any]:
+    data = json.dumps(body).encode()
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        answer: dict[str, Any] = json.loads(resp.read())
+    return answer
 
 
 def _http_ok(url: str, ctx: ssl.SSLContext | None) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 from karpenter.core.disruption.planner import Plan
 from karpenter.core.model import labels as lbl
+from karpenter.core.provisioning import lowerbound
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.scheduling.taints import Taint
 
@@ -24,6 +25,17 @@ JSON = dict[str, Any]
 
 def _price(value: float) -> float:
     return round(value, 6)
+
+
+def cost_json(price: float, bound: float | None) -> JSON:
+    """The fleet's price, a lower bound no valid fleet beats, and their ratio (null when
+    there is no bound above zero for a positive price)."""
+    figures = lowerbound.cost(price, bound)
+    return {
+        "perHour": figures.per_hour,
+        "lowerBoundPerHour": figures.lower_bound_per_hour,
+        "ratio": figures.ratio,
+    }
 
 
 def _taint(t: Taint) -> JSON:
@@ -75,6 +87,7 @@ def provisioning_json(results: Results) -> JSON:
             for key, reason in sorted(results.unschedulable.items())
         ],
         "pricePerHour": _price(results.price),
+        "cost": cost_json(results.price, results.lower_bound),
     }
 
 
@@ -101,6 +114,13 @@ def provisioning_table(doc: JSON) -> str:
         f" pod(s) on them, {sum(len(n['pods']) for n in doc['existingNodes'])} on existing nodes;"
         f" {doc['pricePerHour']:.4f} USD/hour"
     )
+    cost = doc.get("cost")
+    if cost:
+        ratio = "n/a" if cost["ratio"] is None else f"{cost['ratio']:.3f}"
+        lines.append(
+            f"cost: {cost['perHour']:.4f} USD/hour, lower bound {cost['lowerBoundPerHour']:.4f}"
+            f" (ratio {ratio})"
+        )
     if doc["unschedulable"]:
         lines.append(f"{len(doc['unschedulable'])} pod(s) cannot be scheduled:")
         lines.extend(f"  {u['pod']}: {u['reason']}" for u in doc["unschedulable"])

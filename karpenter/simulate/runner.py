@@ -11,7 +11,7 @@ from karpenter.simulate.loader import Scenario
 
 def provisioning(scenario: Scenario, options: Options) -> output.JSON:
     """One provisioning pass over every pending pod of the scenario."""
-    results = solve(scenario.cluster, scenario.pending, options)
+    results = solve(scenario.cluster, scenario.pending, options, bound=True)
     return output.provisioning_json(results)
 
 

@@ -173,11 +173,15 @@ def test_excluding_nodes_equals_removing_them(variant: str) -> None:
         assert _placements(shared) == _placements(plain)
 
 
+@pytest.mark.parametrize("replacements", (1, 10))
 @pytest.mark.parametrize("variant", ("plain", "spot", "daemonset"))
 @pytest.mark.parametrize("seed", range(3))
-def test_prefilter_only_skips_what_ifs_that_say_no(variant: str, seed: int) -> None:
+def test_prefilter_only_skips_what_ifs_that_say_no(
+    variant: str, seed: int, replacements: int
+) -> None:
     cluster = _cluster(seed, variant, nodes=30, fill=12)
-    ps = new_pass(cluster, _options(variant), NOW)
+    options = replace(_options(variant), max_replacements=replacements)
+    ps = new_pass(cluster, options, NOW)
     ranked = consolidation_candidates(ps)
     groups = [[c] for c in ranked] + [ranked[:k] for k in range(2, len(ranked) + 1)]
     pruned = 0
@@ -185,7 +189,9 @@ def test_prefilter_only_skips_what_ifs_that_say_no(variant: str, seed: int) -> N
         if cannot_consolidate(ps, group):
             pruned += 1
             assert isinstance(consolidate(ps, group, METHOD_MULTI), NoOp), [c.name for c in group]
-    assert pruned > 0
+    # with one replacement (upstream) most hopeless what-ifs are skipped; with splits on this
+    # doubling-size catalog few are, since two smaller nodes often cost less than one
+    assert pruned > 0 or replacements > 1
 
 
 def _crowded_spot(seed: int) -> Cluster:

@@ -164,7 +164,24 @@ def test_no_command_when_no_cheaper_type_fits() -> None:
 
 def test_never_one_node_for_many() -> None:
     # Two pods that refuse to share a host, on an overpriced node: removing it needs two new
-    # nodes, which would be cheaper in total, but consolidation never replaces one with many.
+    # nodes, which would be cheaper in total, but upstream's consolidation never replaces one
+    # with many (CONSOLIDATION_MAX_REPLACEMENTS=1, or COST_POLICY=firstfit, keeps that rule).
+    dear = b.instance_type("x-16x", 16, 64, price=5.0)
+    spread = b.affinity_term(lbl.HOSTNAME, app="solo")
+    pods = tuple(
+        b.bound("huge", cpu="3", labels={"app": "solo"}, required_anti_affinity=(spread,))
+        for _ in range(2)
+    )
+    types = (*b.catalog(), dear)
+    cluster = b.cluster((_pool(),), types, nodes=(_node("huge", dear),), pods=pods)
+    result = plan(cluster, Options(max_replacements=1), NOW)
+    assert result.steps == ()
+    assert "can't remove without creating 2" in result.blocked[0].reason
+
+
+def test_one_node_splits_into_two_cheaper_ones() -> None:
+    """By default the overpriced node of two host-exclusive pods is replaced by two cheaper
+    nodes, one pod each, in one command."""
     dear = b.instance_type("x-16x", 16, 64, price=5.0)
     spread = b.affinity_term(lbl.HOSTNAME, app="solo")
     pods = tuple(
@@ -174,8 +191,12 @@ def test_never_one_node_for_many() -> None:
     types = (*b.catalog(), dear)
     cluster = b.cluster((_pool(),), types, nodes=(_node("huge", dear),), pods=pods)
     result = plan(cluster, Options(), NOW)
-    assert result.steps == ()
-    assert "can't remove without creating 2" in result.blocked[0].reason
+    assert len(result.steps) == 1
+    command = result.steps[0].command
+    assert command.names == ("huge",) and len(command.replacements) == 2
+    assert sorted(to for _, to in command.moves) == ["replacement:0", "replacement:1"]
+    assert command.price_added < 5.0
+    assert result.price_after < result.price_before
 
 
 def test_when_empty_policy_leaves_underutilized_nodes() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import anyio
 from karpenter.aio.clock import RealClock
 from karpenter.controllers.context import ControllerContext
 from karpenter.core.catalogs.fake import fake_instance_types
+from karpenter.core.model.instancetype import InstanceType
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
 from karpenter.operator import Operator
@@ -62,14 +63,17 @@ async def running(
     catalog_size: int = 8,
     identity: str = "",
     disruption_timing: tuple[float, float] = (10.0, 15.0),
+    types: Sequence[InstanceType] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Operator]:
-    """An Operator with a simulated cloud, running until the block exits (built as
-    ``karpenter run`` builds it: a host, the provider opened on it, one controller context)."""
+    """An Operator with a simulated cloud (``types``, else the fake catalog), running until the
+    block exits (built as ``karpenter run`` builds it: a host, the provider opened on it, one
+    controller context)."""
     clock = RealClock()
     async with kc.connect(kubeconfig) as kube:
         base = context.host(kube, clock, settings=settings(**overrides))
-        provider = SimulatedProvider(fake_instance_types(catalog_size))
+        catalog = tuple(types) if types is not None else fake_instance_types(catalog_size)
+        provider = SimulatedProvider(catalog)
         async with provider.open(base) as plugin:
             op = Operator(
                 ControllerContext.of(base, plugin),

@@ -71,8 +71,9 @@ def test_run_stops_cleanly_on_sigterm(control_plane: ControlPlane, tmp_path: Pat
 
 @pytest.mark.asyncio
 async def test_sandbox_serves_pods_and_tears_down(tmp_path: Path) -> None:
-    """``karpenter sandbox`` prints 'sandbox ready'; a pod applied then gets a node; Ctrl-C
-    stops everything."""
+    """``karpenter sandbox`` says where its binaries are and prints 'sandbox ready'; a pod
+    applied then gets a node; Ctrl-C stops everything and removes the kubeconfig, which would
+    otherwise point at a dead apiserver."""
     log = tmp_path / "sandbox.log"
     kubeconfig = tmp_path / "sb.kubeconfig"
     proc = _spawn(
@@ -95,3 +96,7 @@ async def test_sandbox_serves_pods_and_tears_down(tmp_path: Path) -> None:
     finally:
         code = _stop(proc, signal.SIGINT)
     assert code == 0
+    out = log.read_text()
+    assert "karpenter: sandbox: control plane binaries: " in out
+    assert not kubeconfig.exists()
+    assert f"karpenter: sandbox: removed {kubeconfig} (its control plane is gone)" in out

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import pty
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -13,7 +15,8 @@ from typing import Any
 import pytest
 import structlog
 
-from karpenter.observability.logging import configure_logging, get_logger
+from karpenter.observability.logging import configure_logging, get_logger, sinks_are_terminals
+from karpenter.settings import Settings
 
 
 @pytest.fixture
@@ -131,3 +134,43 @@ def test_output_paths_write_to_every_sink(
     assert file_lines[0] == "earlier"
     assert json.loads(file_lines[1])["message"] == "to both"
     assert json.loads(capsys.readouterr().out)["message"] == "to both"
+
+
+@pytest.fixture
+def terminal() -> Iterator[Any]:
+    """The slave end of a real pseudo-terminal, as a text stream."""
+    master, slave = pty.openpty()
+    stream = os.fdopen(slave, "w")
+    try:
+        yield stream
+    finally:
+        stream.close()
+        os.close(master)
+
+
+def test_sinks_are_terminals(terminal: Any) -> None:
+    """Logs count as read by a person only when every sink is a TTY."""
+    pipe = io.StringIO()
+    assert sinks_are_terminals(["stdout"], {"stdout": terminal, "stderr": pipe})
+    assert sinks_are_terminals(["stderr", "stdout"], {"stdout": terminal, "stderr": terminal})
+    assert not sinks_are_terminals(["stdout", "stderr"], {"stdout": terminal, "stderr": pipe})
+    assert not sinks_are_terminals(["/var/log/k.log"], {"stdout": terminal})
+    assert not sinks_are_terminals([], {"stdout": terminal})
+
+
+@pytest.mark.parametrize(
+    ("encoding", "terminal", "json_lines"),
+    [
+        pytest.param("", True, False, id="unset-terminal-console"),
+        pytest.param("", False, True, id="unset-pipe-json"),
+        pytest.param("json", True, True, id="json-wins"),
+        pytest.param("console", False, False, id="console-wins"),
+    ],
+)
+def test_log_encoding(
+    monkeypatch: pytest.MonkeyPatch, encoding: str, terminal: bool, json_lines: bool
+) -> None:
+    """LOG_ENCODING decides when set; unset, a terminal gets console lines and anything else
+    JSON."""
+    monkeypatch.setenv("LOG_ENCODING", encoding)
+    assert Settings().log_json_for(terminal=terminal) is json_lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,7 +36,10 @@ def doc(path: str) -> dict:  # type: ignore[type-arg]
 def test_contract_shape() -> None:
     """The provisioning document has exactly the contract's keys and a consistent price."""
     out = doc("webapp-zonal-spread.yaml")
-    assert set(out) == {"nodeClaims", "existingNodes", "unschedulable", "pricePerHour"}
+    assert set(out) == {"nodeClaims", "existingNodes", "unschedulable", "pricePerHour", "cost"}
+    assert set(out["cost"]) == {"perHour", "lowerBoundPerHour", "ratio"}
+    assert out["cost"]["perHour"] == out["pricePerHour"]
+    assert 0 < out["cost"]["lowerBoundPerHour"] <= out["pricePerHour"]
     claim = out["nodeClaims"][0]
     assert set(claim) == {"name", "nodePool", "instanceTypes", "launch", "labels", "taints", "pods"}
     assert claim["name"] == "simulated-1"
@@ -45,6 +49,34 @@ def test_contract_shape() -> None:
     assert out["pricePerHour"] == pytest.approx(
         sum(c["launch"]["price"] for c in out["nodeClaims"])
     )
+
+
+def test_cost_policy_is_read_and_checked() -> None:
+    """COST_POLICY=firstfit gives upstream's dearer fleet; a bad value exits 2 naming it."""
+    example = str(EXAMPLES / "cost-optimal-fleet.yaml")
+    best = doc("cost-optimal-fleet.yaml")
+    first = subprocess.run(
+        [sys.executable, "-m", "karpenter", "simulate", example, "--output", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={**os.environ, "COST_POLICY": "firstfit"},
+    )
+    slow = json.loads(first.stdout)
+    assert best["cost"]["lowerBoundPerHour"] == slow["cost"]["lowerBoundPerHour"]
+    assert best["pricePerHour"] < slow["pricePerHour"]
+    assert best["cost"]["ratio"] < slow["cost"]["ratio"]
+    bad = subprocess.run(
+        [sys.executable, "-m", "karpenter", "simulate", example],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**os.environ, "COST_POLICY": "cheapest"},
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1 and "COST_POLICY" in bad.stderr
 
 
 def test_webapp_spreads_over_three_zones() -> None:

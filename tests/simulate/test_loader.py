@@ -287,6 +287,11 @@ BAD = [
         id="in-without-values",
     ),
     pytest.param(
+        POOL + "  limits: {cpu: '-1', memory: 4Gi}\n",
+        "document 2 (NodePool np): spec.limits: limits must not be negative (cpu)",
+        id="negative-limit",
+    ),
+    pytest.param(
         _pool_req("{key: a, operator: Gt, values: ['-1']}"),
         "spec.template.spec.requirements[0]: values: operator Gt needs one non-negative integer",
         id="gt-negative",

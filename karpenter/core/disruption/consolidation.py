@@ -3,7 +3,9 @@
 After simulating the candidates' removal (``simulation.reschedule``):
 - a pod that cannot be placed, or a pod that would land on an uninitialized node: no command;
 - no new NodeClaim: delete;
-- more than one new NodeClaim: no command (consolidation never replaces one node with many);
+- more than one new NodeClaim: no command from this rule (upstream never replaces one node
+  with many; ``split`` may, with ``Options.max_replacements`` > 1, when one replacement
+  cannot do it);
 - exactly one: replace, keeping only the instance types whose worst-case launch price (the
   most expensive compatible offering of the capacity type that would be bought: reserved, else
   spot, else on-demand) is strictly below the candidates' total price. A replacement that could
@@ -32,6 +34,7 @@ from karpenter.core.disruption.commands import METHOD_MULTI, Command, NoOp
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.simulation import Outcome, reschedule
 from karpenter.core.model import labels as lbl
+from karpenter.core.model import resources as res
 from karpenter.core.model.instancetype import InstanceType, Offering
 from karpenter.core.model.nodepool import BALANCED, REASON_UNDERUTILIZED
 from karpenter.core.provisioning.results import Launch, NewNodeClaim, min_values_met
@@ -277,10 +280,24 @@ def balanced_rejection(ps: DisruptionPass, command: Command) -> str:
     return ""
 
 
+_SPLITTABLE = frozenset({"TooManyReplacements", "NotCheaper", "SameType"})
+
+
 def consolidate(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> Command | NoOp:
-    """The consolidation command for exactly these candidates, or why there is none."""
+    """The consolidation command for exactly these candidates, or why there is none.
+
+    When one replacement cannot do it, several cheaper ones may (``split``)."""
     outcome = reschedule(ps.cluster, candidates, ps.states, ps.options, ps.reuse)
     verdict = _verdict(ps, candidates, method, outcome)
+    if isinstance(verdict, NoOp) and verdict.kind in _SPLITTABLE and outcome.claims:
+        from karpenter.core.disruption import split  # noqa: PLC0415 - split imports this module
+
+        needed = res.add(*(c.requests for c in outcome.claims))
+        one_node = sum(c.launch.price for c in outcome.claims) if len(outcome.claims) == 1 else None
+        if split.worth_trying(ps, candidates, needed, one_node):
+            attempt = split.consolidate_split(ps, candidates, method)
+            if isinstance(attempt, Command):
+                verdict = attempt
     if isinstance(verdict, NoOp):
         return verdict
     rejection = balanced_rejection(ps, verdict)

@@ -71,6 +71,10 @@ class DisruptionPass:
     # passes, and the verdicts of earlier passes that still hold. Such passes keep no notes.
     index: CandidateIndex | None = None
     verdicts: VerdictMemo | None = None
+    # Vertices of the (cpu, memory) per-unit prices every type respects (split.fluid_floor).
+    unit_prices: list[tuple[float, float]] | None = None
+    # Split simulations this pass may still run (split.SPLITS_PER_PASS: a work limit).
+    splits_left: int = 2
 
     @property
     def states(self) -> list[StateNode]:

@@ -197,7 +197,10 @@ def _round_robin(candidates: Sequence[Candidate]) -> list[Candidate]:
 def _single_order(ps: DisruptionPass) -> Iterator[Candidate]:
     if ps.index is not None:
         # Pools without budget and candidates with a kept "no" are skipped, notes unkept.
-        return ps.index.round_robin(lambda pool: ps.allowed(REASON_UNDERUTILIZED, pool) > 0)
+        return ps.index.round_robin(
+            lambda pool: ps.allowed(REASON_UNDERUTILIZED, pool) > 0,
+            lambda: ps.splits_left > 0,
+        )
     return iter(_round_robin(consolidation_candidates(ps)))
 
 

@@ -1,7 +1,9 @@
 """Cheap proofs that consolidating some candidates cannot work, to skip their simulation.
 
 The simulation places the candidates' pods on the other nodes first and puts what is left on
-one new NodeClaim. On totals per resource: whatever exceeds the free capacity of the other
+one new NodeClaim (or, when splits are allowed, several: ``split.worth_trying`` decides
+whether to simulate). On totals per resource: whatever exceeds the free
+capacity of the other
 nodes (Σ requests − Σ free elsewhere, the *residual*) must go on the replacement. So when the
 residual is positive and no instance type of any NodePool holds it, consolidation would need
 two NodeClaims or leave pods unplaced; and when every type that holds it costs at least the
@@ -156,13 +158,19 @@ def cannot_consolidate(ps: DisruptionPass, candidates: Sequence[Candidate]) -> s
 def verdict(ps: DisruptionPass, candidates: Sequence[Candidate], residual: res.Resources) -> str:
     """The prefilter's answer when ``residual`` must go on a replacement ("" when unsure).
 
-    A larger residual never turns a "cannot" into "unsure": the cheapest type that holds it
-    can only be dearer (or none), and the spot rule holds for any positive residual.
+    A larger residual never turns a "cannot" into "unsure" once no split is worth trying (no
+    split left in the pass, or none possible, or the fluid floor of the residual at or above
+    the candidates' price): the cheapest type that holds it can only be dearer (or none), and
+    the spot rule holds for any positive residual.
     """
     residual = {k: v for k, v in residual.items() if v > 0}
     if not residual:
         return ""
     floor = _cheapest_holding(ps, residual)
+    from karpenter.core.disruption import split  # noqa: PLC0415 - split imports consolidation
+
+    if split.worth_trying(ps, candidates, residual, floor):
+        return ""
     if floor is None:
         return (
             f"TooManyReplacements: the other nodes lack room for {res.describe(residual)} of"

@@ -11,6 +11,8 @@ Single-node consolidation walks the ranked candidates until one consolidates; mo
 it judged "no" in an earlier pass, and the verdict memo still holds those answers. The index
 hears from the memo which candidates have a kept answer (``learned``/``forgot``) and walks
 only the others, in the walk's own order: the answer for a skipped one is "no" either way.
+Answers that depend on the pass's split limit (``verdicts``) are walked while the pass has a
+split left, so they are asked (and pay for their split) as in a fresh pass.
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ class CandidateIndex:
         self._pools: dict[str, list[Rank]] = {}
         self._eligible: dict[str, Candidate] = {}
         self._open: dict[str, list[Rank]] = {}  # per pool: eligible, without a kept answer
-        self._known: set[str] = set()  # candidates with a kept single-node answer
+        self._split: dict[str, list[Rank]] = {}  # per pool: kept answers that await splits
+        self._known: dict[str, bool] = {}  # kept single-node answers (awaiting splits?)
+        self._splits_left: Callable[[], bool] = lambda: False
         self._empty: list[tuple[Rank, Candidate]] = []
         self._drifted: dict[str, Candidate] = {}
         self._expiring: list[tuple[float, str, Candidate]] = []
@@ -87,8 +91,7 @@ class CandidateIndex:
             bisect.insort(self._ranked, row)
             bisect.insort(self._pools.setdefault(c.nodepool.name, []), row[0])
             self._eligible[c.name] = c
-            if c.name not in self._known:
-                bisect.insort(self._open.setdefault(c.nodepool.name, []), row[0])
+            self._file(c)
 
     def remove(self, c: Candidate) -> None:
         """Forget a candidate (as it was indexed)."""
@@ -100,31 +103,41 @@ class CandidateIndex:
             _remove(self._ranked, key)
             _drop(self._pools[c.nodepool.name], key)
             _drop(self._open.get(c.nodepool.name, []), key)
+            _drop(self._split.get(c.nodepool.name, []), key)
             del self._eligible[c.name]
 
+    def _file(self, c: Candidate) -> None:
+        """Put an eligible candidate in the walk list its kept answer calls for."""
+        pool, key = c.nodepool.name, rank(c)
+        _drop(self._open.get(pool, []), key)
+        _drop(self._split.get(pool, []), key)
+        awaits = self._known.get(c.name)
+        if awaits is None:
+            bisect.insort(self._open.setdefault(pool, []), key)
+        elif awaits:
+            bisect.insort(self._split.setdefault(pool, []), key)
+
     # ---- what the verdict memo reports ----------------------------------------------------
-    def learned(self, name: str) -> None:
-        """A single-node answer for ``name`` is kept: walks may skip it."""
-        self._known.add(name)
+    def learned(self, name: str, awaits_splits: bool) -> None:
+        """A single-node answer for ``name`` is kept: walks skip it (once the pass has no
+        split left, when the answer depends on that)."""
+        self._known[name] = awaits_splits
         c = self._eligible.get(name)
         if c is not None:
-            _drop(self._open.get(c.nodepool.name, []), rank(c))
+            self._file(c)
 
     def forgot(self, name: str) -> None:
         """The kept answer for ``name`` is gone (or must be checked again)."""
-        self._known.discard(name)
+        self._known.pop(name, None)
         c = self._eligible.get(name)
         if c is not None:
-            rows = self._open.setdefault(c.nodepool.name, [])
-            key = rank(c)
-            i = bisect.bisect_left(rows, key)
-            if i == len(rows) or rows[i] != key:
-                rows.insert(i, key)
+            self._file(c)
 
     def forgot_all(self) -> None:
         """Every kept answer is gone."""
         self._known.clear()
         self._open = {pool: list(rows) for pool, rows in self._pools.items()}
+        self._split = {}
 
     def add_managed(self, c: Candidate) -> None:
         """Index a managed node for expiration (blocked or not)."""
@@ -157,11 +170,15 @@ class CandidateIndex:
         """Candidates consolidation may act on, ranked."""
         return (c for _, c in self._ranked)
 
-    def round_robin(self, allowed: Callable[[str], bool]) -> Iterator[Candidate]:
+    def round_robin(
+        self, allowed: Callable[[str], bool], splits_left: Callable[[], bool]
+    ) -> Iterator[Candidate]:
         """The ranked candidates of the pools ``allowed`` says may be disrupted, taken in turn
         from each pool (pools in order of their best candidate, as single-node consolidation
-        walks them), less those with a kept answer. The walk may be told of answers as it goes.
+        walks them), less those with a kept answer (those awaiting splits only while
+        ``splits_left()``). The walk may be told of answers as it goes.
         """
+        self._splits_left = splits_left
         pools = sorted(
             (pool for pool, rows in self._pools.items() if rows and allowed(pool)),
             key=lambda pool: self._pools[pool][0],
@@ -177,10 +194,16 @@ class CandidateIndex:
     def _push(
         self, heap: list[tuple[int, int, Rank, str]], turn: int, pool: str, after: Rank | None
     ) -> None:
-        """Queue ``pool``'s next open candidate after ``after``, at its depth in the pool."""
-        rows = self._open.get(pool, [])
-        i = 0 if after is None else bisect.bisect_right(rows, after)
-        if i < len(rows):
-            key = rows[i]
+        """Queue ``pool``'s next candidate to ask after ``after``, at its depth in the pool."""
+        lists = [self._open.get(pool, [])]
+        if self._splits_left():
+            lists.append(self._split.get(pool, []))
+        nexts = []
+        for rows in lists:
+            i = 0 if after is None else bisect.bisect_right(rows, after)
+            if i < len(rows):
+                nexts.append(rows[i])
+        if nexts:
+            key = min(nexts)
             depth = bisect.bisect_left(self._pools[pool], key)
             heapq.heappush(heap, (depth, turn, key, pool))

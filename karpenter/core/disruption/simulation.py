@@ -68,8 +68,12 @@ def reschedule(
     states: Sequence[StateNode],
     options: Options,
     reuse: Reuse | None = None,
+    *,
+    repack: bool = False,
 ) -> Outcome:
-    """Simulate removing ``candidates``; ``states`` are the snapshot's state nodes."""
+    """Simulate removing ``candidates``; ``states`` are the snapshot's state nodes.
+
+    ``repack`` runs the cost pass over the new NodeClaims (a split: several cheaper ones)."""
 
     moving: list[Pod] = []
     for c in candidates:
@@ -102,6 +106,8 @@ def reschedule(
         reuse=reuse,
         # A what-if must not stall on reserved capacity: replacements may fall back.
         reservation_mode=FALLBACK,
+        # First fit answers "do the pods fit elsewhere?"; splitting is consolidation's call.
+        repack=repack,
     )
     claims = tuple(c for c in results.new_claims if any(p.key in keys for p in c.pods))
     moves: list[tuple[str, str]] = []

@@ -23,6 +23,14 @@ fresh computation would give it again, and the world (``world``) reports every c
 
 Either kind is forgotten when one of its candidates changes. The notes a pass keeps may then
 differ in wording from a fresh pass's, never in outcome, so a plan's last pass runs plain.
+
+Split consolidation (``split``) tries at most a few splits per pass, so an answer can depend
+on how many the pass has left when it is asked. Each entry says how: *0* it does not (no
+split possible, or, for a prefilter answer, the fluid floor of its residual already at or
+above the candidates' price, which a larger residual keeps); *1* the answer came after one
+split attempt, which a fresh computation repeats (and pays for) whenever the pass has a split
+left, and which failed; *-1* it holds only once the pass has no split left. Walks skip only
+answers of the first kind; the others are asked, in order, and pay for their split.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from karpenter.core.disruption import split
 from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import Command, NoOp
 from karpenter.core.disruption.consolidation import consolidate
@@ -93,6 +102,7 @@ class _Entry:
     reach: dict[Shape, Order]  # per pod shape: how far in pass order such a pod went
     marks: dict[str, int]  # free-room totals the entry needs not to grow past
     seq: int
+    splits: int = 0  # how the answer depends on the pass's splits left (module docstring)
     # Prefilter entries: the homeless pods and excess the answer rests on, and the room of
     # nodes that joined since (some homeless pod may fit there now).
     homeless: list[res.Resources] = field(default_factory=list)
@@ -132,9 +142,13 @@ class VerdictMemo:
         ):
             self._drop(key)
             return None
+        if entry.splits < 0 and ps.splits_left > 0:
+            return None  # holds only once no split is left: ask again (the entry stays)
         if entry.rooms and not self._still(ps, candidates, key, entry):
             self._drop(key)
             return None
+        if entry.splits > 0 and ps.splits_left > 0:
+            ps.splits_left -= 1  # the attempt a fresh computation would make (and fail)
         return entry.verdict
 
     def _still(
@@ -143,8 +157,10 @@ class VerdictMemo:
         """Whether a prefilter "no" holds without the pods the joined nodes have room for
         (and narrow the entry to the pods left)."""
         kept = [r for r in e.homeless if not any(room_for(r, room) for room in e.rooms)]
-        if not verdict(ps, candidates, res.maximum((e.excess, res.add(*kept)))):
+        bound = res.maximum((e.excess, res.add(*kept)))
+        if not verdict(ps, candidates, bound):
             return False
+        e.splits = _prefilter_splits(ps, candidates, bound)
         for shape in e.reach:
             self._by_shape[shape][1].discard(key)
         e.homeless, e.rooms = kept, []
@@ -152,7 +168,7 @@ class VerdictMemo:
         for shape in e.reach:
             self._by_shape.setdefault(shape, (dict(shape), set()))[1].add(key)
         if len(key) == 1 and self.watcher is not None:
-            self.watcher.learned(key[0])
+            self.watcher.learned(key[0], e.splits != 0)
         return True
 
     def keep_prefilter(
@@ -168,7 +184,9 @@ class VerdictMemo:
         elif verdict(ps, candidates, excess):
             homeless = []  # the excess alone settles it
         reach = {_shape(r): FAR for r in homeless}
-        self._keep(candidates, NoOp(PREFILTER, found.message), (), reach, marks)
+        bound = res.maximum((excess, res.add(*homeless)))
+        splits = _prefilter_splits(ps, candidates, bound)
+        self._keep(candidates, NoOp(PREFILTER, found.message), (), reach, marks, splits)
         entry = self._entries[tuple(c.name for c in candidates)]
         entry.homeless, entry.excess = homeless, excess
 
@@ -178,6 +196,7 @@ class VerdictMemo:
         candidates: Sequence[Candidate],
         answer: NoOp,
         outcomes: Sequence[Outcome],
+        splits: int,
     ) -> None:
         """Keep a what-if "no", with the nodes and pod sizes its replay depends on."""
         base = ps.reuse.snapshot(ps.cluster)
@@ -192,7 +211,7 @@ class VerdictMemo:
                     at = order(base.states[i]) if i is not None else FAR
                 shape = _shape(requests)
                 reach[shape] = max(reach.get(shape, at), at)
-        self._keep(candidates, answer, tuple(sorted(used)), reach, {})
+        self._keep(candidates, answer, tuple(sorted(used)), reach, {}, splits)
 
     def _keep(
         self,
@@ -201,13 +220,14 @@ class VerdictMemo:
         used: tuple[str, ...],
         reach: dict[Shape, Order],
         marks: dict[str, int],
+        splits: int,
     ) -> None:
         key = tuple(c.name for c in candidates)
         self._drop(key)
         self._seq += 1
         nodes = tuple(dict.fromkeys((*key, *used)))
         states = tuple(c.state for c in candidates)
-        self._entries[key] = _Entry(answer, states, nodes, reach, marks, self._seq)
+        self._entries[key] = _Entry(answer, states, nodes, reach, marks, self._seq, splits)
         for name in nodes:
             self._by_node.setdefault(name, set()).add(key)
         for shape in reach:
@@ -215,7 +235,7 @@ class VerdictMemo:
         for name, value in marks.items():
             heapq.heappush(self._marks.setdefault(name, []), (value, self._seq, key))
         if len(key) == 1 and self.watcher is not None:
-            self.watcher.learned(key[0])
+            self.watcher.learned(key[0], splits != 0)
 
     def _drop(self, key: tuple[str, ...]) -> None:
         entry = self._entries.pop(key, None)
@@ -290,6 +310,17 @@ def _shape(requests: Mapping[str, int]) -> Shape:
     return tuple(sorted(requests.items()))
 
 
+def _prefilter_splits(
+    ps: DisruptionPass, candidates: Sequence[Candidate], bound: Mapping[str, int]
+) -> int:
+    """0 when no larger residual than ``bound`` makes a split worth trying, else -1."""
+    if not split.possible(ps, candidates):
+        return 0
+    if split.fluid_floor(ps, bound) >= sum(c.price for c in candidates):
+        return 0
+    return -1
+
+
 def judge(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> Command | NoOp:
     """Consolidating exactly ``candidates``: the command, or why not (kind ``Prefilter``: the
     prefilter's proof, whose message is the whole note)."""
@@ -315,10 +346,17 @@ def judge(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> C
     derived = ps.reuse.snapshot(ps.cluster).derived
     outcomes: list[Outcome] = []
     derived[OUTCOMES] = outcomes
+    left = ps.splits_left
     try:
         result = consolidate(ps, candidates, method)
     finally:
         del derived[OUTCOMES]
     if isinstance(result, NoOp) and result.kind != "Balanced" and outcomes:
-        memo.keep_whatif(ps, candidates, result, outcomes)
+        if ps.splits_left < left:
+            splits = 1  # a split was tried (and failed): a fresh computation tries it again
+        elif left <= 0 and split.possible(ps, candidates):
+            splits = -1  # with a split left, one might have been tried
+        else:
+            splits = 0  # the replay gives the same pods to place: the same answer to split
+        memo.keep_whatif(ps, candidates, result, outcomes, splits)
     return result

@@ -66,6 +66,11 @@ class Options:
     reservation_id_label: str = ""
     # Labels that describe a reservation (id included): an unreserved node never carries them.
     reservation_labels: frozenset[str] = frozenset()
+    # COST_POLICY: "optimal" repacks a pass's new NodeClaims into the cheapest mix of types,
+    # "firstfit" keeps upstream's first-fit claims as they are.
+    cost_policy: str = "optimal"
+    # How many replacements one consolidation command may launch (1: upstream's rule).
+    max_replacements: int = 10
 
 
 @dataclass(frozen=True, slots=True)

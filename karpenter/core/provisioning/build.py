@@ -105,6 +105,17 @@ class Limits:
             used[name] = used.get(name, 0) + value
         self._counted[id(claim)] = (claim, claim.mask)
 
+    def save(self) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+        """The usage counted so far (``restore`` puts it back, forgetting later claims)."""
+        return {pool: dict(used) for pool, used in self.used.items()}, dict(self.nodes_used)
+
+    def restore(self, saved: tuple[dict[str, dict[str, int]], dict[str, int]]) -> None:
+        """Usage as ``save`` found it; claims counted since are forgotten."""
+        used, nodes_used = saved
+        self.used = {pool: dict(values) for pool, values in used.items()}
+        self.nodes_used = dict(nodes_used)
+        self._counted.clear()
+
     def mask(self, template: Template) -> int:
         """Types a new claim of this pool may still use (-1: all, 0: none)."""
         pool = template.nodepool.name

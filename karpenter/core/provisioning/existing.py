@@ -183,14 +183,21 @@ def _merge(
 ) -> StateNode:
     labels = dict(claim.labels) if claim else {}
     labels.update(node.labels)
+    alloc, cap = node.allocatable or node.capacity, node.capacity or node.allocatable
+    initialized = node.labels.get(lbl.INITIALIZED) == "true" or (claim and claim.initialized)
+    if claim is not None and claim.allocatable and not initialized:
+        # A Node registers before its kubelet has reported (all of) its status; until the claim
+        # is initialized its launch-time shape is the truth, as upstream's state node. Reading
+        # the bare Node here made a pass see no room and launch twice (docs/reliability.md).
+        alloc, cap = claim.allocatable, claim.capacity or claim.allocatable
     return StateNode(
         node.name,
         node,
         claim,
         labels,
         node.taints,
-        node.allocatable or node.capacity,
-        node.capacity or node.allocatable,
+        alloc,
+        cap,
         tuple(by_node.get(node.name, ())),
         pool_startup_taints,
     )

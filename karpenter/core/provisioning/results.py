@@ -65,6 +65,8 @@ class Results:
     skipped_pools: Mapping[str, str] = field(default_factory=dict)
     # keys of unschedulable pods that only wait for reserved capacity (not failures)
     deferred: frozenset[str] = frozenset()
+    # a price no valid set of new claims for the same pods undercuts (None: not computed)
+    lower_bound: float | None = None
 
     @property
     def price(self) -> float:

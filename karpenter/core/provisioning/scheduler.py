@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
-from karpenter.core.provisioning import explain
+from karpenter.core.provisioning import costpass, explain, lowerbound
 from karpenter.core.provisioning.build import PassContext, Reuse, build_context, copy_existing
 from karpenter.core.provisioning.podwork import PodWork
 from karpenter.core.provisioning.reservations import (
@@ -86,6 +86,8 @@ class Scheduler:
         self._free = ctx.free
         # Existing nodes are shared prototypes until this pass places a pod on one.
         self._owned: set[int] = set()
+        # Every placement in commit order, for the cost pass to replay (None: not recorded).
+        self.placements: list[costpass.Placement] | None = None
 
     # ---- the pass ---------------------------------------------------------------------------
     def run(self, pending: Sequence[Pod]) -> dict[str, str]:
@@ -170,6 +172,10 @@ class Scheduler:
                 self._free.replace(index, node.remaining)
             self._commit_existing(node, work, groups, volumes)
             self._free.update(index)
+            if self.placements is not None:
+                self.placements.append(
+                    costpass.Placement(work, groups, volumes, node, node.requirements)
+                )
             return True
         return False
 
@@ -186,7 +192,7 @@ class Scheduler:
                 if outcome.permanent:
                     cursor.reject(index)
                 continue
-            self._commit_claim(claim, outcome, work, groups)
+            self._commit_claim(claim, outcome, work, groups, volumes)
             return True
         return False
 
@@ -215,16 +221,26 @@ class Scheduler:
                 self._hostnames -= 1
                 continue
             self.claims.append(claim)
-            self._commit_claim(claim, outcome, work, groups)
+            self._commit_claim(claim, outcome, work, groups, volumes)
             return True
         return False
+
+    def next_hostname(self) -> str:
+        """A placeholder hostname no claim of this pass has used."""
+        return self._next_hostname()
 
     def _next_hostname(self) -> str:
         self._hostnames += 1
         return f"hostname-placeholder-{self._hostnames:04d}"
 
     # ---- commits ----------------------------------------------------------------------------
-    def _commit_claim(self, claim: Claim, fit: ClaimFit, work: PodWork, groups: PodGroups) -> None:
+    def _commit_claim(
+        self, claim: Claim, fit: ClaimFit, work: PodWork, groups: PodGroups, volumes: PodVolumes
+    ) -> None:
+        if self.placements is not None:
+            self.placements.append(
+                costpass.Placement(work, groups, volumes, claim, fit.requirements)
+            )
         claim.requirements = fit.requirements
         claim.requests = fit.requests
         claim.mask = fit.mask
@@ -262,12 +278,16 @@ def solve(
     excluded_nodes: frozenset[str] = frozenset(),
     reuse: Reuse | None = None,
     reservation_mode: str = STRICT,
+    repack: bool | None = None,
+    bound: bool = False,
 ) -> Results:
     """Run one provisioning pass: where each pending pod goes, and which NodeClaims to create.
 
     ``excluded_nodes`` names existing nodes to leave out (disruption simulates their removal);
     ``reuse`` carries set-up work from one pass to the next over the same snapshot;
-    ``reservation_mode`` is ``strict`` for provisioning, ``fallback`` for what-if passes.
+    ``reservation_mode`` is ``strict`` for provisioning, ``fallback`` for what-if passes;
+    ``repack`` runs the cost pass over the new NodeClaims (default: ``COST_POLICY=optimal``);
+    ``bound`` also computes a lower bound on their price (``Results.lower_bound``).
     """
     ctx = build_context(cluster, pending, options, excluded_nodes, reuse)
     offers = [o for t in ctx.templates for _, o in t.catalog.reserved]
@@ -276,5 +296,17 @@ def solve(
         manager = ReservationManager.from_offerings(offers)
         reserved = Reservations(manager, reservation_mode, options.reservation_id_label)
     scheduler = Scheduler(ctx, reserved)
+    if repack is None:
+        repack = options.cost_policy == costpass.OPTIMAL
+    # The cost pass leaves passes with reserved offerings alone (their ledger is first-fit's).
+    start = costpass.remember(ctx) if repack and reserved is None else None
+    if start is not None:
+        scheduler.placements = []
     reasons = scheduler.run(pending)
-    return finalize(ctx, scheduler.claims, reasons, frozenset(scheduler.deferred))
+    claims = scheduler.claims
+    if start is not None and scheduler.placements is not None:
+        claims = costpass.repack(ctx, claims, scheduler.placements, start, scheduler.next_hostname)
+    results = finalize(ctx, claims, reasons, frozenset(scheduler.deferred))
+    if bound:
+        results = replace(results, lower_bound=lowerbound.compute(ctx, results.new_claims))
+    return results

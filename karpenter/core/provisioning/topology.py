@@ -338,6 +338,10 @@ class Topology:
         valid.sort(key=lambda d: (group.counts.get(d, 0), d))
         return self._narrow(group, reqs, valid, feasible, permanent=False, keep_order=True)
 
+    def eligible(self, group: Group) -> list[str]:
+        """Domains a spread group's skew is measured over (node filter and taints honoured)."""
+        return self._eligible(group)
+
     def _eligible(self, group: Group) -> list[str]:
         domains = self.universe.get(group.key, {})
         out = []

@@ -41,7 +41,8 @@ def simulate(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> 
 @pytest.mark.skipif(not PRICES.exists(), reason="the shared us-east-1 price snapshot is absent")
 def test_realistic_workload_on_real_types_with_price_file() -> None:
     """Web, API, cache and GPU pods all land on real us-east-1 types priced from the file."""
-    out = simulate(str(EXAMPLE), env={"AWS_PRICE_FILE": str(PRICES)})
+    # first fit (upstream's packing): the two training pods share one multi-GPU node
+    out = simulate(str(EXAMPLE), env={"AWS_PRICE_FILE": str(PRICES), "COST_POLICY": "firstfit"})
     prices = json.loads(PRICES.read_text())["onDemand"]["us-east-1"]
     assert out["unschedulable"] == []
     placed = sorted(p for c in out["nodeClaims"] for p in c["pods"])
@@ -64,6 +65,26 @@ def test_realistic_workload_on_real_types_with_price_file() -> None:
     assert out["pricePerHour"] == pytest.approx(
         sum(c["launch"]["price"] for c in out["nodeClaims"])
     )
+
+
+@pytest.mark.skipif(not PRICES.exists(), reason="the shared us-east-1 price snapshot is absent")
+def test_cost_pass_is_cheaper_than_first_fit_on_the_realistic_workload() -> None:
+    """The default cost pass places every pod on real types for less than first fit does."""
+    env = {"AWS_PRICE_FILE": str(PRICES)}
+    optimal = simulate(str(EXAMPLE), env=env)
+    first = simulate(str(EXAMPLE), env={**env, "COST_POLICY": "firstfit"})
+    prices = json.loads(PRICES.read_text())["onDemand"]["us-east-1"]
+    assert optimal["unschedulable"] == []
+    assert sorted(p for c in optimal["nodeClaims"] for p in c["pods"]) == sorted(
+        p for c in first["nodeClaims"] for p in c["pods"]
+    )
+    assert optimal["pricePerHour"] < first["pricePerHour"]
+    for claim in optimal["nodeClaims"]:
+        assert claim["launch"]["price"] == prices[claim["launch"]["instanceType"]]
+        if claim["nodePool"] == "gpu":
+            assert claim["labels"]["karpenter.k8s.aws/instance-gpu-manufacturer"] == "nvidia"
+            gpus = int(claim["labels"]["karpenter.k8s.aws/instance-gpu-count"])
+            assert gpus >= len(claim["pods"])
 
 
 def test_default_catalog_is_aws_for_region_with_estimates() -> None:

@@ -103,6 +103,8 @@ class AWSCloudProvider:
         self.min_values_best_effort = False  # MIN_VALUES_POLICY=BestEffort (core settings)
         self.eks_version = ""  # set when EKS_CONTROL_PLANE says to trust EKS for the version
         self.unavailable = UnavailableOfferings()
+        # told of every pool a launch found without capacity (logs and metrics, attach())
+        self.on_unavailable: Callable[[str, str, str, str], None] = _ignore_unavailable
         self.reservation_availability = rsv.Availability()  # synced by NodeClass discovery
         self.exhausted_subnets: dict[str, float] = {}  # subnet id → until
         self.discovered = DiscoveredCapacity()
@@ -347,6 +349,7 @@ class AWSCloudProvider:
                 self.exhausted_subnets[err.subnet_id] = now + self.unavailable.ttl
             elif err.code in errors.UNFULFILLABLE and err.instance_type:
                 self.unavailable.mark(capacity_type, err.instance_type, err.zone, now, scope)
+                self.on_unavailable(err.code, err.instance_type, err.zone, capacity_type)
                 # The pools named in InsufficientCapacityError are hidden for every NodePool
                 # by the provisioner; a pool that is full inside a placement group is not.
                 if not scope:
@@ -580,3 +583,7 @@ class AWSCloudProvider:
         return drift.drift_reason(
             facts, node_class.status, expected, claim.annotations, current, claim.labels
         )
+
+
+def _ignore_unavailable(code: str, instance_type: str, zone: str, capacity_type: str) -> None:
+    del code, instance_type, zone, capacity_type

@@ -1,9 +1,10 @@
 """Feeding the AWS provider's Prometheus families: offerings, batchers, user-data size.
 
-The provider itself knows nothing of metrics; ``attach`` hooks its batchers and its launch
-templates to a ``Metrics`` (the composition root calls it once), and ``publish_offerings``
-rewrites the offering and instance-type gauges from the NodeClasses' catalogues, which the
-runtime does every minute as upstream does.
+The provider itself knows nothing of metrics; ``attach`` hooks its batchers, its launch
+templates and its insufficient-capacity memory (each pool hidden is logged and its offering
+gauge drops to 0 at once) to a ``Metrics`` (the composition root calls it once), and
+``publish_offerings`` rewrites the offering and instance-type gauges from the NodeClasses'
+catalogues, which the runtime does every minute as upstream does.
 
 User data is measured when a launch template is created, the only time it is rendered into
 EC2 (the template name hashes the user data, so any change makes a new template and a new
@@ -36,6 +37,25 @@ def attach(provider: AWSCloudProvider, metrics: Metrics, log: Any) -> None:
     provider.instances.describe_batcher.on_batch = functools.partial(_batch, metrics, BATCHERS[1])
     provider.instances.terminate_batcher.on_batch = functools.partial(_batch, metrics, BATCHERS[2])
     provider.launch_templates.on_create = functools.partial(_user_data, metrics, log)
+    provider.on_unavailable = functools.partial(
+        _unavailable, metrics, log, provider.unavailable.ttl
+    )
+
+
+def _unavailable(
+    metrics: Metrics,
+    log: Any,
+    ttl: float,
+    code: str,
+    instance_type: str,
+    zone: str,
+    capacity_type: str,
+) -> None:
+    """A pool EC2 had no capacity in: logged (upstream logs the same removal) and shown as
+    unavailable at once, not only at the next minute's gauge refresh."""
+    labels = {"instance_type": instance_type, "capacity_type": capacity_type, "zone": zone}
+    metrics.cloudprovider_instance_type_offering_available.labels(**labels).set(0)
+    log.info("removing offering from offerings", reason=code, ttl_seconds=ttl, **labels)
 
 
 def _batch(metrics: Metrics, name: str, size: int, seconds: float) -> None:

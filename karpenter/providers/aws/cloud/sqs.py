@@ -87,16 +87,20 @@ async def poll_interruptions(
     log: Any,
     sleep: Callable[[float], Awaitable[None]],
     wait_seconds: int = 20,
+    on_poll: Callable[[PollStats], None] | None = None,
 ) -> None:
     """Poll forever (until cancelled by the owning task group); errors of a round are logged.
 
     ``sleep`` is the injected clock's: after a failed round the loop backs off (1s doubling to
-    a minute) instead of spinning on an unreachable queue.
+    a minute) instead of spinning on an unreachable queue. ``on_poll`` sees each round's counts
+    (the runtime turns malformed messages into metrics).
     """
     backoff = 1.0
     while True:
         try:
-            await poll_once(sqs, url, handler, log, wait_seconds)
+            stats = await poll_once(sqs, url, handler, log, wait_seconds)
+            if on_poll is not None:
+                on_poll(stats)
             backoff = 1.0
         except Exception as err:  # a failed round must not end interruption handling
             log.error("receiving interruption messages failed", error=str(err), retry_in=backoff)

@@ -114,6 +114,10 @@ def parse(body: str) -> Message:
         doc = json.loads(body)
     except ValueError as err:
         raise MessageError(f"not JSON: {err}") from None
+    except RecursionError:
+        # nested deeper than the parser goes: without this the poison message escaped the
+        # poller, was never deleted and came back forever
+        raise MessageError("not JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise MessageError("not a JSON object")
     if doc.get("version") != "0":

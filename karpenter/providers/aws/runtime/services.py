@@ -76,9 +76,24 @@ def interruptions(
     async def run(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         url = await sqs.queue_url(cloud.clients.sqs, queue)
-        await sqs.poll_interruptions(cloud.clients.sqs, url, handle, interruption.log, clock.sleep)
+        await sqs.poll_interruptions(
+            cloud.clients.sqs,
+            url,
+            handle,
+            interruption.log,
+            clock.sleep,
+            on_poll=lambda stats: count_malformed(metrics, stats),
+        )
 
     return run
+
+
+def count_malformed(metrics: Metrics, stats: sqs.PollStats) -> None:
+    """Unparseable messages were received and deleted: counted under ``message_type="malformed"``
+    (upstream has no kind for them; without a count they vanished from the metrics)."""
+    if stats.malformed:
+        metrics.interruption_received_messages.labels(message_type="malformed").inc(stats.malformed)
+        metrics.interruption_deleted_messages.inc(stats.malformed)
 
 
 def _event_time(stamp: str) -> float | None:

@@ -11,6 +11,7 @@ import structlog
 from karpenter.observability.logging import get_logger
 from karpenter.observability.metrics import Metrics
 from karpenter.providers.aws.cloud import provider_metrics
+from tests.providers.aws.cloud.conftest import Moto
 from tests.providers.aws.cloud.fixtures import Env, claim, env, prices
 
 __all__ = ("env", "prices")
@@ -86,3 +87,24 @@ async def test_offering_gauges_follow_the_catalogue(env: Env) -> None:
     provider_metrics.publish_offerings(metrics, ())
     assert sample(metrics, offering, **od) is None
     assert sample(metrics, cores, instance_type="m5.large") is None
+
+
+@pytest.mark.asyncio
+async def test_insufficient_capacity_is_logged_and_shown_at_once(env: Env, moto: Moto) -> None:
+    """A pool CreateFleet found without capacity is logged with its reason and its offering
+    gauge reads 0 right away (regression: the fallback hid it silently; docs/reliability.md)."""
+    metrics = Metrics()
+    provider_metrics.attach(env.provider, metrics, get_logger("test"))
+    moto.capacity.empty |= {("c5.large", "us-east-1a"), ("c5.large", "us-east-1b")}
+    with structlog.testing.capture_logs() as logs:
+        got = await env.provider.create(claim("default-1", "c5.large", "m5.large"))
+    assert got.labels["node.kubernetes.io/instance-type"] == "m5.large"
+    removed = [e for e in logs if e["event"] == "removing offering from offerings"]
+    assert {(e["instance_type"], e["zone"]) for e in removed} == {
+        ("c5.large", "us-east-1a"), ("c5.large", "us-east-1b")
+    }  # fmt: skip
+    assert all(e["reason"] == "InsufficientInstanceCapacity" for e in removed)
+    for zone in ("us-east-1a", "us-east-1b"):
+        labels = {"instance_type": "c5.large", "capacity_type": "on-demand", "zone": zone}
+        name = "karpenter_cloudprovider_instance_type_offering_available"
+        assert sample(metrics, name, **labels) == 0

@@ -1,0 +1,1 @@
+"""`karpenter explain`: why a pod or node is where it is, from the controller's core."""

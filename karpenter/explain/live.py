@@ -1,0 +1,118 @@
+"""``karpenter explain`` against a live cluster: list once, snapshot, ask the core, print.
+
+No watch: the cloud provider chosen by name (``providers.registry``) is opened on a host as the
+controller opens it (its services are not run), every resource the controller's mirror holds,
+and the provider's own kinds, are listed once into a fresh ``ClusterState`` (the same
+decoders), each NodePool gets the instance types the provisioner would get
+(``controllers.provisioner.instance_types``: the provider's, with NodeOverlays), and the pure
+verdicts of ``explain.pods`` / ``explain.nodes`` are rendered. Setup failures (kubeconfig,
+unreachable apiserver, missing CRDs, no such pod or node) are raised as ``ExplainError`` with
+one line for the person at the terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import structlog
+
+from karpenter.aio.clock import Clock
+from karpenter.cloud.plugin import Host, Plugin
+from karpenter.controllers.provisioner import instance_types
+from karpenter.core.model.cluster import Options
+from karpenter.core.model.instancetype import InstanceType
+from karpenter.explain import nodes, pods, render
+from karpenter.kube import client as kc
+from karpenter.kube import errors, preflight
+from karpenter.kube.events import EventRecorder
+from karpenter.observability.metrics import Metrics
+from karpenter.operator import mirror_feeds
+from karpenter.providers import registry
+from karpenter.settings import Settings
+from karpenter.state.cluster import ClusterState
+
+Types = Mapping[str, tuple[InstanceType, ...]]
+
+
+class ExplainError(Exception):
+    """One line naming why there is no answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What to explain: ``kind`` is ``pod`` or ``node``."""
+
+    kind: str
+    name: str
+
+
+@asynccontextmanager
+async def opened(
+    kubeconfig: Path | None, provider: registry.Provider, settings: Settings, clock: Clock
+) -> AsyncIterator[tuple[kc.KubeClient, Host, Plugin]]:
+    """A checked connection, the host and the provider opened on it (services not started)."""
+    async with kc.connect(kubeconfig) as kube:
+        await preflight.check(kube)
+        host = Host(kube, ClusterState(), EventRecorder(kube, clock), clock, Metrics(), settings)
+        async with provider.open(host) as plugin:
+            await preflight.check(kube, [resource for resource, _ in plugin.informers])
+            yield kube, host, plugin
+
+
+async def pool_types(
+    plugin: Plugin, state: ClusterState, now: float
+) -> dict[str, tuple[InstanceType, ...]]:
+    """Each active NodePool's instance types, as the provisioner's pass gets them."""
+    log = structlog.get_logger().bind(tool="explain")
+    pools = state.active_nodepools()
+    return await instance_types(plugin.cloud, state, pools, now, plugin.options, log)
+
+
+def answer(
+    state: ClusterState, types: Types, options: Options, req: Request, now: float
+) -> render.JSON:
+    """The verdict document for ``req`` on the listed state."""
+    cluster = state.snapshot(types)
+    if req.kind == "pod":
+        key = req.name if "/" in req.name else f"default/{req.name}"
+        try:
+            verdict = pods.explain_pod(cluster, key, state.provisionable_pods(), options)
+        except pods.UnknownPod:
+            raise ExplainError(f"pod {key} not found") from None
+        return render.pod_json(verdict)
+    try:
+        return render.node_json(nodes.explain_node(cluster, req.name, options, now))
+    except nodes.UnknownNode:
+        why = f"node {req.name} not found (no Node or NodeClaim of that name)"
+        raise ExplainError(why) from None
+
+
+async def explain(
+    kubeconfig: Path | None,
+    provider: registry.Provider,
+    settings: Settings,
+    clock: Clock,
+    req: Request,
+) -> render.JSON:
+    """Connect, check, open the provider, list once, answer."""
+    overlays = settings.feature_gates["NodeOverlay"]
+    try:
+        async with opened(kubeconfig, provider, settings, clock) as (kube, host, plugin):
+            state = host.state
+            for resource, sink in [*mirror_feeds(state, overlays=overlays), *plugin.informers]:
+                objects, _ = await kube.list(resource)
+                sink.replace(objects)
+            now = clock.now()
+            types = await pool_types(plugin, state, now)
+            options = plugin.options
+    except errors.ClientSetupError as err:
+        raise ExplainError(str(err)) from None
+    except errors.ApiError as err:
+        raise ExplainError(f"listing the cluster failed: {err}") from None
+    except (aiohttp.ClientError, OSError) as err:
+        raise ExplainError(f"the apiserver went away: {err}") from None
+    return answer(state, types, options, req, now)

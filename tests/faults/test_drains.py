@@ -1,0 +1,22 @@
+"""Drains under pressure, bounded (one seed; ``bench/faults_matrix.py drains`` runs more):
+consolidation, drift and expiration at once never take a PDB below what it demands, every
+evicted pod comes back, and do-not-disrupt pods leave only at their grace deadline."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.conftest import ControlPlane
+from tests.faults import drains
+
+pytestmark = [pytest.mark.e2e, pytest.mark.faults]
+
+
+@pytest.mark.asyncio
+@pytest.mark.timeout(500)
+async def test_no_pdb_breach_and_every_pod_comes_back(fault_plane: ControlPlane) -> None:
+    """0 PDB breaches, 0 pods that never came back, 0 do-not-disrupt pods gone before the
+    terminationGracePeriod; and the run really disrupted (nodes terminated, pods evicted)."""
+    r = await drains.experiment(fault_plane, seed=5, count=3)
+    assert (r.breaches, r.never_back, r.dnd_early) == ([], [], []), r
+    assert r.claims_deleted > 0 and r.evictions_seen > 0, r
