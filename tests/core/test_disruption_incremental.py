@@ -32,6 +32,7 @@ from karpenter.core.disruption.planner import (
     plan,
 )
 from karpenter.core.disruption.prefilter import SPOT_TO_SPOT_DISABLED, cannot_consolidate
+from karpenter.core.disruption.retries import FailedSplits
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.node import Node
@@ -89,11 +90,15 @@ def _options(variant: str) -> Options:
 
 
 def _naive_plan(cluster: Cluster, options: Options) -> list[Step]:
-    """Decide every pass from scratch: no survey memo, fresh solver set-up."""
+    """Decide every pass from scratch: no survey memo, fresh solver set-up (only the record
+    of failed splits goes from pass to pass, as the controller keeps it)."""
     steps: list[Step] = []
     counter = 0
+    failed = FailedSplits()
     for _ in range(200):
-        command, _ps = decide(cluster, options, NOW, assume_consolidate_after_elapsed=True)
+        command, _ps = decide(
+            cluster, options, NOW, assume_consolidate_after_elapsed=True, failed_splits=failed
+        )
         if command is None:
             break
         step = name_replacements(command, counter)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from karpenter.core.disruption import budgets as bud
+from karpenter.core.disruption.retries import FailedSplits
 from karpenter.core.disruption.candidates import (
     Blocked,
     Candidate,
@@ -75,6 +76,8 @@ class DisruptionPass:
     unit_prices: list[tuple[float, float]] | None = None
     # Split simulations this pass may still run (split.SPLITS_PER_PASS: a work limit).
     splits_left: int = 2
+    # Splits that failed, kept from pass to pass by the caller (``retries``).
+    failed_splits: FailedSplits = field(default_factory=FailedSplits)
 
     @property
     def states(self) -> list[StateNode]:
@@ -158,9 +161,11 @@ def new_pass(
     reuse: Reuse | None = None,
     survey_memo: SurveyMemo | None = None,
     held: Mapping[str, str] | None = None,
+    failed_splits: FailedSplits | None = None,
 ) -> DisruptionPass:
     """Survey the snapshot and compute the budgets for one pass (``held``: node → why the
-    shell keeps it out of this pass, e.g. backing off after a failed command)."""
+    shell keeps it out of this pass, e.g. backing off after a failed command;
+    ``failed_splits``: the splits earlier passes saw fail)."""
     reuse = reuse or Reuse()
     found = survey(
         cluster,
@@ -174,4 +179,14 @@ def new_pass(
     pools = {p.name: p for p in cluster.nodepools}
     types = {name: {it.name: it for it in its} for name, its in cluster.instance_types.items()}
     allowed = bud.allowances(cluster.nodepools, budget_counts(found.states), now)
-    return DisruptionPass(cluster, options, now, found, pools, types, allowed, reuse=reuse)
+    return DisruptionPass(
+        cluster,
+        options,
+        now,
+        found,
+        pools,
+        types,
+        allowed,
+        reuse=reuse,
+        failed_splits=failed_splits if failed_splits is not None else FailedSplits(),
+    )

@@ -16,6 +16,7 @@ from karpenter.core.disruption.candidates import Blocked, SurveyMemo, reschedula
 from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.methods import next_command
+from karpenter.core.disruption.retries import FailedSplits
 from karpenter.core.disruption.world import World, replacement_node
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
@@ -60,12 +61,14 @@ def decide(
     reuse: Reuse | None = None,
     survey_memo: SurveyMemo | None = None,
     held: Mapping[str, str] | None = None,
+    failed_splits: FailedSplits | None = None,
 ) -> tuple[Command | None, DisruptionPass]:
     """One controller pass: the command to start now (if any) and the pass's notes.
 
     Passing the same ``reuse`` (and ``survey_memo``) to successive passes keeps the solver's
     set-up (and the candidates of unchanged nodes) between them. ``held`` names nodes the
-    shell keeps out of this pass, with the reason they are reported blocked.
+    shell keeps out of this pass, with the reason they are reported blocked. Passing the same
+    ``failed_splits`` keeps splits that failed from being tried again (``retries``).
     """
     ps = new_pass(
         cluster,
@@ -75,6 +78,7 @@ def decide(
         reuse=reuse,
         survey_memo=survey_memo,
         held=held,
+        failed_splits=failed_splits,
     )
     return next_command(ps), ps
 
@@ -152,6 +156,7 @@ def plan(
                 now,
                 assume_consolidate_after_elapsed=True,
                 reuse=world.reuse,
+                failed_splits=world.failed_splits,
             )
             if command is None:
                 blocked = _blocked(ps)

@@ -38,8 +38,14 @@ class Outcome:
     moves: tuple[tuple[str, str], ...]
     failures: tuple[tuple[str, str], ...]
     uninitialized: tuple[str, ...]
-    # Every pod of the pass (waiting ones too): its requests and the existing node it went
-    # to ("" for a NodeClaim or nowhere). Filled only while OUTCOMES is collected.
+    # What a split after this what-if depends on (``retries``): where every pod of the pass
+    # went (a node, "#i" for the i-th new NodeClaim, "!" nowhere), in order; or, when no pod
+    # of the pass has topology or volume constraints and no NodePool has limits, only the
+    # pods that need new capacity (and how first fit grouped them) and where the candidates'
+    # pods would meet an uninitialized node: a split repacks those NodeClaims alone.
+    trace: tuple[object, ...] = ()
+    # Every pod of the pass: its requests and the existing node it went to ("" for a
+    # NodeClaim or nowhere). Filled only while OUTCOMES is collected.
     placed: tuple[tuple[res.Resources, str], ...] = ()
 
     def failure_message(self) -> str:
@@ -56,6 +62,18 @@ def pending_pods(cluster: Cluster) -> list[Pod]:
         for p in cluster.pods
         if not p.node_name and p.is_active() and not p.is_daemonset_pod() and not p.is_mirror_pod()
     ]
+
+
+def _free_standing(pod: Pod) -> bool:
+    """The pod's placement depends on no other pod and no volume."""
+    return not (
+        pod.topology_spread
+        or pod.required_affinity
+        or pod.preferred_affinity
+        or pod.required_anti_affinity
+        or pod.preferred_anti_affinity
+        or pod.pvc_names
+    )
 
 
 def _unbound(c: Candidate) -> list[Pod]:
@@ -127,11 +145,21 @@ def reschedule(
     for index, claim in enumerate(claims):
         moves.extend((p.key, f"replacement:{index}") for p in claim.pods if p.key in keys)
     failures = tuple(sorted((k, r) for k, r in results.unschedulable.items() if k in keys))
-    outcome = Outcome(claims, tuple(sorted(moves)), failures, tuple(uninitialized))
+    where = {p.key: node for node, pods in results.existing for p in pods}
+    for i, claim in enumerate(results.new_claims):
+        where.update((p.key, f"#{i}") for p in claim.pods)
+    pods = [*others, *moving]
+    trace: tuple[object, ...]
+    if any(p.limits for p in cluster.nodepools) or not all(_free_standing(p) for p in pods):
+        trace = tuple((p.key, where.get(p.key, "!")) for p in pods)
+    else:
+        claimed = tuple(tuple(p.key for p in c.pods) for c in results.new_claims)
+        trace = (claimed, tuple(sorted(results.unschedulable)), tuple(uninitialized))
+    outcome = Outcome(claims, tuple(sorted(moves)), failures, tuple(uninitialized), trace)
     sink = reuse.snapshot(cluster).derived.get(OUTCOMES) if reuse is not None else None
     if isinstance(sink, list):
-        where = {p.key: node for node, pods in results.existing for p in pods}
-        placed = tuple((p.requests, where.get(p.key, "")) for p in [*others, *moving])
+        placed = tuple((p.requests, where.get(p.key, "")) for p in pods)
+        placed = tuple((r, "" if w.startswith("#") else w) for r, w in placed)
         outcome = replace(outcome, placed=placed)
         sink.append(outcome)
     return outcome

@@ -352,8 +352,9 @@ def judge(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> C
     finally:
         del derived[OUTCOMES]
     if isinstance(result, NoOp) and result.kind != "Balanced" and outcomes:
-        if ps.splits_left < left:
-            splits = 1  # a split was tried (and failed): a fresh computation tries it again
+        base = outcomes[0]
+        if ps.failed_splits.failed(ps.cluster, ps.options, candidates, base):
+            splits = 0  # the split failed after this very what-if: never tried again
         elif left <= 0 and split.possible(ps, candidates):
             splits = -1  # with a split left, one might have been tried
         else:

@@ -29,6 +29,7 @@ from karpenter.core.disruption.candidates import (
 from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.context import DisruptionPass, budget_counts, count
 from karpenter.core.disruption.ranking import CandidateIndex
+from karpenter.core.disruption.retries import FailedSplits
 from karpenter.core.disruption.simulation import pending_pods
 from karpenter.core.disruption.verdicts import VerdictMemo, order, unconstrained
 from karpenter.core.lifecycle import nodepool_hash
@@ -92,6 +93,7 @@ class World:
         self.now = now
         self.reuse = Reuse()
         self.memo = VerdictMemo()
+        self.failed_splits = FailedSplits()
         self._load(cluster)
 
     def _load(self, cluster: Cluster) -> None:
@@ -110,6 +112,9 @@ class World:
         self.index = CandidateIndex(found.candidates, found.managed.values())
         self.memo.watcher = self.index
         self.counts = budget_counts(every)
+        self.nodes = {n.name: n for n in cluster.nodes}
+        # Node names are unique in a cluster; a snapshot where they are not takes the slow path.
+        self._unique = len(self.nodes) == len(cluster.nodes)
         self.pods: list[Pod] = list(cluster.pods)
         self.by_node: dict[str, list[int]] = {}
         for i, pod in enumerate(self.pods):
@@ -156,6 +161,7 @@ class World:
             reuse=self.reuse,
             index=self.index,
             verdicts=self.memo,
+            failed_splits=self.failed_splits,
         )
         ps.cache["free"] = self.free
         ps.pod_shapes = self.pod_shapes
@@ -194,9 +200,16 @@ class World:
             if dropped
             else tuple(self.pods)
         )
+        if self._unique:
+            for name in node_names:
+                del self.nodes[name]
+            self.nodes.update((n.name, n) for n in new_nodes)
+            nodes = tuple(self.nodes.values())
+        else:
+            nodes = (*(n for n in self.cluster.nodes if n.name not in node_names), *new_nodes)
         cluster = replace(
             self.cluster,
-            nodes=(*(n for n in self.cluster.nodes if n.name not in node_names), *new_nodes),
+            nodes=nodes,
             nodeclaims=(
                 tuple(c for c in self.cluster.nodeclaims if c.name not in claim_names)
                 if claim_names
