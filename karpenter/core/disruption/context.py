@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from karpenter.core.disruption import budgets as bud
-from karpenter.core.disruption.retries import FailedSplits
+from karpenter.core.disruption.bound import Bound, Resume
 from karpenter.core.disruption.candidates import (
     Blocked,
     Candidate,
@@ -24,6 +24,7 @@ from karpenter.core.disruption.candidates import (
     state_price,
     survey,
 )
+from karpenter.core.disruption.retries import FailedSplits
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.nodepool import NodePool
@@ -78,6 +79,19 @@ class DisruptionPass:
     splits_left: int = 2
     # Splits that failed, kept from pass to pass by the caller (``retries``).
     failed_splits: FailedSplits = field(default_factory=FailedSplits)
+    # The caller's bound on each consolidation method's search (``bound``), where a
+    # cut-short single-node walk resumes, and the methods this pass's bound cut short.
+    bound: Bound | None = None
+    resume: Resume = field(default_factory=Resume)
+    timeouts: list[str] = field(default_factory=list)
+
+    def over(self, method: str) -> bool:
+        """True once the bound says ``method`` must act on what it has (noted once)."""
+        if self.bound is None or not self.bound.over():
+            return False
+        if method not in self.timeouts:
+            self.timeouts.append(method)
+        return True
 
     @property
     def states(self) -> list[StateNode]:
@@ -162,10 +176,13 @@ def new_pass(
     survey_memo: SurveyMemo | None = None,
     held: Mapping[str, str] | None = None,
     failed_splits: FailedSplits | None = None,
+    bound: Bound | None = None,
+    resume: Resume | None = None,
 ) -> DisruptionPass:
     """Survey the snapshot and compute the budgets for one pass (``held``: node → why the
     shell keeps it out of this pass, e.g. backing off after a failed command;
-    ``failed_splits``: the splits earlier passes saw fail)."""
+    ``failed_splits``: the splits earlier passes saw fail; ``bound`` and ``resume``: see
+    ``bound``)."""
     reuse = reuse or Reuse()
     found = survey(
         cluster,
@@ -189,4 +206,6 @@ def new_pass(
         allowed,
         reuse=reuse,
         failed_splits=failed_splits if failed_splits is not None else FailedSplits(),
+        bound=bound,
+        resume=resume if resume is not None else Resume(),
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
+from karpenter.core.disruption.bound import MULTI, SINGLE
 from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import (
     METHOD_DRIFT,
@@ -150,8 +151,8 @@ def _ranked_for_consolidation(ps: DisruptionPass) -> Iterable[Candidate]:
     return ps.index.ranked() if ps.index is not None else consolidation_candidates(ps)
 
 
-def multi_node(ps: DisruptionPass) -> Command | None:
-    """The largest ranked prefix (2..100 candidates) that consolidates (upstream's search)."""
+def _multi_chosen(ps: DisruptionPass) -> list[Candidate]:
+    """The first ranked candidates within their pools' budgets (at most 100)."""
     taken: dict[str, int] = {}
     chosen: list[Candidate] = []
     for c in _ranked_for_consolidation(ps):
@@ -162,11 +163,21 @@ def multi_node(ps: DisruptionPass) -> Command | None:
         chosen.append(c)
         if len(chosen) == MAX_MULTI_CANDIDATES:
             break
+    return chosen
+
+
+def multi_node(ps: DisruptionPass) -> Command | None:
+    """The largest ranked prefix (2..100 candidates) that consolidates (upstream's search)."""
+    chosen = _multi_chosen(ps)
     if len(chosen) < 2:
         return None
     low, high = 1, len(chosen) - 1
     best: Command | None = None
+    if ps.bound is not None:
+        ps.bound.begin(MULTI)
     while low <= high:
+        if ps.over(MULTI):
+            break  # act on the largest prefix found so far, as upstream does on its timeout
         mid = (low + high) // 2
         result = judge(ps, chosen[: mid + 1], METHOD_MULTI)
         if isinstance(result, Command):
@@ -201,15 +212,24 @@ def _single_order(ps: DisruptionPass) -> Iterator[Candidate]:
             lambda pool: ps.allowed(REASON_UNDERUTILIZED, pool) > 0,
             lambda: ps.splits_left > 0,
         )
-    return iter(_round_robin(consolidation_candidates(ps)))
+    ranked = _round_robin(consolidation_candidates(ps))
+    return iter(ps.resume.order(ranked) if ps.bound is not None else ranked)
 
 
 def single_node(ps: DisruptionPass) -> Command | None:
-    """The first candidate (ranked, round-robin over pools) that consolidates on its own."""
+    """The first candidate (ranked, round-robin over pools) that consolidates on its own;
+    under a bound, none once it is over (the next pass resumes after the judged ones)."""
+    judged: list[str] = []
+    if ps.bound is not None:
+        ps.bound.begin(SINGLE)
     for c in _single_order(ps):
         if ps.allowed(REASON_UNDERUTILIZED, c.nodepool.name) <= 0:
             _budget_note(ps, c, REASON_UNDERUTILIZED)
             continue
+        if ps.over(SINGLE):
+            ps.resume.walked(judged, complete=False)
+            return None
+        judged.append(c.name)
         result = judge(ps, [c], METHOD_SINGLE)
         if isinstance(result, NoOp):
             note = (
@@ -218,7 +238,11 @@ def single_node(ps: DisruptionPass) -> Command | None:
             ps.note(c.name, note)
             continue
         ps.take(REASON_UNDERUTILIZED, c.nodepool.name)
+        if ps.bound is not None:
+            ps.resume.judged.update(judged[:-1])  # their "no" likely holds; try others first
         return result
+    if ps.bound is not None:
+        ps.resume.walked(judged, complete=True)
     return None
 
 

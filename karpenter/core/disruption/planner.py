@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from karpenter.core.disruption.bound import Bound, Resume
 from karpenter.core.disruption.candidates import Blocked, SurveyMemo, reschedulable, state_price
 from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.context import DisruptionPass, new_pass
@@ -62,13 +63,18 @@ def decide(
     survey_memo: SurveyMemo | None = None,
     held: Mapping[str, str] | None = None,
     failed_splits: FailedSplits | None = None,
+    bound: Bound | None = None,
+    resume: Resume | None = None,
 ) -> tuple[Command | None, DisruptionPass]:
     """One controller pass: the command to start now (if any) and the pass's notes.
 
     Passing the same ``reuse`` (and ``survey_memo``) to successive passes keeps the solver's
     set-up (and the candidates of unchanged nodes) between them. ``held`` names nodes the
     shell keeps out of this pass, with the reason they are reported blocked. Passing the same
-    ``failed_splits`` keeps splits that failed from being tried again (``retries``).
+    ``failed_splits`` keeps splits that failed from being tried again (``retries``). ``bound``
+    limits each consolidation method's search, and the same ``resume`` lets a cut-short
+    single-node walk continue where it stopped (``bound``); the pass's ``timeouts`` name the
+    methods it cut short.
     """
     ps = new_pass(
         cluster,
@@ -79,6 +85,8 @@ def decide(
         survey_memo=survey_memo,
         held=held,
         failed_splits=failed_splits,
+        bound=bound,
+        resume=resume,
     )
     return next_command(ps), ps
 

@@ -148,17 +148,17 @@ def reschedule(
     where = {p.key: node for node, pods in results.existing for p in pods}
     for i, claim in enumerate(results.new_claims):
         where.update((p.key, f"#{i}") for p in claim.pods)
-    pods = [*others, *moving]
+    everyone = [*others, *moving]
     trace: tuple[object, ...]
-    if any(p.limits for p in cluster.nodepools) or not all(_free_standing(p) for p in pods):
-        trace = tuple((p.key, where.get(p.key, "!")) for p in pods)
+    if any(p.limits for p in cluster.nodepools) or not all(_free_standing(p) for p in everyone):
+        trace = tuple((p.key, where.get(p.key, "!")) for p in everyone)
     else:
         claimed = tuple(tuple(p.key for p in c.pods) for c in results.new_claims)
         trace = (claimed, tuple(sorted(results.unschedulable)), tuple(uninitialized))
     outcome = Outcome(claims, tuple(sorted(moves)), failures, tuple(uninitialized), trace)
     sink = reuse.snapshot(cluster).derived.get(OUTCOMES) if reuse is not None else None
     if isinstance(sink, list):
-        placed = tuple((p.requests, where.get(p.key, "")) for p in pods)
+        placed = tuple((p.requests, where.get(p.key, "")) for p in everyone)
         placed = tuple((r, "" if w.startswith("#") else w) for r, w in placed)
         outcome = replace(outcome, placed=placed)
         sink.append(outcome)
