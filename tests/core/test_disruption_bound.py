@@ -48,7 +48,8 @@ def _used(bound: WorkBound, method: str) -> int:
 
 
 @cache
-def _snapshots() -> tuple[Snapshot, ...]:
+def plan_snapshots() -> tuple[Snapshot, ...]:
+    """Every pass of the benchmark's plan on 60 nodes (seeds 0 and 1), each with its command."""
     found = []
     for seed in range(2):
         cluster = build(60, 8, 0.3, seed=seed)
@@ -67,7 +68,7 @@ def _snapshots() -> tuple[Snapshot, ...]:
 
 def test_a_bound_the_search_never_reaches_changes_nothing() -> None:
     """With a bound larger than any search, every pass's command is the unbounded pass's."""
-    for snap in _snapshots():
+    for snap in plan_snapshots():
         plain, _ = decide(snap.cluster, OPTIONS, NOW, assume_consolidate_after_elapsed=True)
         bounded, timeouts = _decide(snap.cluster, WorkBound(UNBOUNDED))
         assert timeouts == []
@@ -79,7 +80,7 @@ def test_cut_short_single_node_walk_resumes_after_what_it_judged() -> None:
     """A single-node walk stopped one judgement short of its command finds nothing, having
     judged what the bound allowed; the next pass, carrying the resume, judges the unjudged
     candidates first and finds the same command at once."""
-    walks = [s for s in _snapshots() if s.command.method == METHOD_SINGLE and s.single >= 3]
+    walks = [s for s in plan_snapshots() if s.command.method == METHOD_SINGLE and s.single >= 3]
     assert walks, "no pass of the plans ends in a single-node command after three judgements"
     for snap in walks:
         resume = Resume()
@@ -99,7 +100,7 @@ def test_cut_short_single_node_walk_resumes_after_what_it_judged() -> None:
 def test_cut_short_multi_node_search_acts_on_the_largest_prefix_it_proved() -> None:
     """Multi-node stopped after k judgements returns a ranked prefix no longer than the
     unbounded search's (or nothing), having judged exactly k, and says it was cut short."""
-    searches = [s for s in _snapshots() if s.command.method == METHOD_MULTI and s.multi >= 2]
+    searches = [s for s in plan_snapshots() if s.command.method == METHOD_MULTI and s.multi >= 2]
     assert searches, "no pass of the plans ends in a multi-node command after two judgements"
     for snap in searches:
         ranked = [c.name for c in consolidation_candidates(new_pass(snap.cluster, OPTIONS, NOW))]
@@ -116,7 +117,7 @@ def test_cut_short_multi_node_search_acts_on_the_largest_prefix_it_proved() -> N
 def test_resume_puts_judged_candidates_last_and_starts_over_when_all_were() -> None:
     """The walk order keeps unjudged candidates first in rank order; once every candidate was
     judged, the next walk starts again from the top."""
-    snap = _snapshots()[0]
+    snap = plan_snapshots()[0]
     candidates = consolidation_candidates(new_pass(snap.cluster, OPTIONS, NOW))
     names = [c.name for c in candidates]
     resume = Resume()
