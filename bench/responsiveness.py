@@ -18,6 +18,7 @@ Run: ``python bench/responsiveness.py --nodes 3000 --pods 20000``.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import sys
@@ -46,6 +47,7 @@ from karpenter.observability.server import serve_http
 from karpenter.providers.simulated.cloud import SimulatedCloud
 from karpenter.sandbox.controlplane import LocalControlPlane, ensure_binaries
 from karpenter.settings import Settings
+from karpenter.state import heap
 from karpenter.state.cluster import ClusterState, KindStore
 
 LAG_TICK_S = 0.02
@@ -106,6 +108,22 @@ def _pcts(values: list[float]) -> dict[str, float]:
     }
 
 
+class GcPauses:
+    """Durations of the cyclic collector's full (generation 2) runs, in whichever thread."""
+
+    def __init__(self) -> None:
+        self.full: list[float] = []
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._started = time.monotonic()
+        else:
+            self.full.append(time.monotonic() - self._started)
+
+
 def _load(state: ClusterState, objects: list[dict[str, Any]]) -> None:
     stores: dict[str, KindStore[Any]] = {
         "Node": state.nodes,
@@ -142,24 +160,25 @@ async def _work(kind: str, ctx: ControllerContext, count: int) -> dict[str, Any]
     return done
 
 
-async def _measure(kubeconfig: Path, kind: str, count: int, health_port: int) -> dict[str, Any]:
+async def _measure(kubeconfig: Path, kind: str, count: int, settle: bool) -> dict[str, Any]:
     clock = ShiftedClock(NOW)
     settings = Settings(DISABLE_LEADER_ELECTION=True, METRICS_PORT=0, HEALTH_PROBE_PORT=0)
     objects = scenario.cluster_objects(count) if kind == "disruption" else scenario.objects(count)
     lag: list[float] = []
+    pauses = GcPauses()
     async with kc.connect(kubeconfig) as kube:
         cloud = SimulatedCloud(kube, fake_instance_types(400), clock)
         state = ClusterState()
         _load(state, objects)
+        if settle:
+            heap.settle()  # as the operator does once its informers have listed
         host = Host(kube, state, EventRecorder(kube, clock), clock, Metrics(), settings)
         ctx = ControllerContext.of(host, Plugin(cloud, settings.core_options()))
         elector = TimedElector(kube.api, "default", f"bench-{kind}", "bench", clock=clock)
         elector.attempts = []
         result: dict[str, Any] = {}
         async with anyio.create_task_group() as tg:
-            ports = await tg.start(
-                serve_http, ctx.metrics, "127.0.0.1", 0, health_port, lambda: True
-            )
+            ports = await tg.start(serve_http, ctx.metrics, "127.0.0.1", 0, 0, lambda: True)
             stop = Path(tempfile.mkdtemp()) / "stop"
             url = f"http://127.0.0.1:{ports[1]}/healthz"
             probed: list[bytes] = []
@@ -175,7 +194,11 @@ async def _measure(kubeconfig: Path, kind: str, count: int, health_port: int) ->
             async def lead() -> None:
                 await anyio.sleep(4.5)  # two renewals before the pass
                 tg.start_soon(_lag, lag)
-                result.update(await _work(kind, ctx, count))
+                gc.callbacks.append(pauses)
+                try:
+                    result.update(await _work(kind, ctx, count))
+                finally:
+                    gc.callbacks.remove(pauses)
                 await anyio.sleep(4.5)  # and two after
 
             await elector.run(lead)
@@ -190,6 +213,7 @@ async def _measure(kubeconfig: Path, kind: str, count: int, health_port: int) ->
         loop_lag=_pcts(lag),
         healthz=_pcts([v for v in json.loads(out) if v >= 0]),
         healthz_failures=sum(1 for v in json.loads(out) if v < 0),
+        gc_full=_pcts(pauses.full),
         lease_attempts=len(renewals),
         lease_failed=sum(1 for r in renewals if r[2] != "holding"),
         lease_max_gap_s=round(max(gaps), 2) if gaps else None,
@@ -204,13 +228,18 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=3000)
     parser.add_argument("--pods", type=int, default=20000)
     parser.add_argument("--only", choices=("disruption", "provisioning"))
+    parser.add_argument(
+        "--no-settle", action="store_true", help="leave the mirror in the collector (before)"
+    )
     args = parser.parse_args()
     bin_dir = ensure_binaries()
     with tempfile.TemporaryDirectory(prefix="karpenter-bench-") as work:
         with LocalControlPlane(bin_dir, Path(work)) as plane:
             for kind, count in (("disruption", args.nodes), ("provisioning", args.pods)):
                 if args.only in (None, kind):
-                    result = anyio.run(_measure, plane.kubeconfig, kind, count, 0)
+                    settle = not args.no_settle
+                    result = anyio.run(_measure, plane.kubeconfig, kind, count, settle)
+                    result["settled"] = settle
                     print(json.dumps(result), flush=True)
 
 
