@@ -31,7 +31,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from bench import scenario
+from bench import disruption, scenario
 from bench.disruption import NOW
 from karpenter.aio.clock import RealClock
 from karpenter.cloud.plugin import Host, Plugin
@@ -51,6 +51,7 @@ from karpenter.state import heap
 from karpenter.state.cluster import ClusterState, KindStore
 
 LAG_TICK_S = 0.02
+TIMEOUTS = "karpenter_voluntary_disruption_consolidation_timeouts_total"
 PROBE = """
 import json, sys, time, urllib.request
 url, stop = sys.argv[1], sys.argv[2]
@@ -124,6 +125,22 @@ class GcPauses:
             self.full.append(time.monotonic() - self._started)
 
 
+def _cluster(nodes: int, underutilized: float) -> list[dict[str, Any]]:
+    """The disruption benchmark's NodePool, Nodes and Pods as manifests."""
+    cluster = disruption.build(nodes, 10, underutilized)
+    pool = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {}}},
+    }
+    return [
+        pool,
+        *(scenario.node_manifest(n) for n in cluster.nodes),
+        *(scenario.bound_manifest(p) for p in cluster.pods),
+    ]
+
+
 def _load(state: ClusterState, objects: list[dict[str, Any]]) -> None:
     stores: dict[str, KindStore[Any]] = {
         "Node": state.nodes,
@@ -150,6 +167,10 @@ async def _work(kind: str, ctx: ControllerContext, count: int) -> dict[str, Any]
         controller = Disruption(ctx)
         command = await controller._decide()  # the controller's pass itself
         done = {"nodes": count, "command": command.method if command else None}
+        text = ctx.metrics.render().decode()
+        done["timeouts"] = [
+            line for line in text.splitlines() if line.startswith(TIMEOUTS) and "{" in line
+        ]
     else:
         types = {"default": tuple(fake_instance_types(400))}
         cluster = ctx.state.snapshot(types)
@@ -160,10 +181,12 @@ async def _work(kind: str, ctx: ControllerContext, count: int) -> dict[str, Any]
     return done
 
 
-async def _measure(kubeconfig: Path, kind: str, count: int, settle: bool) -> dict[str, Any]:
+async def _measure(
+    kubeconfig: Path, kind: str, count: int, settle: bool, underutilized: float
+) -> dict[str, Any]:
     clock = ShiftedClock(NOW)
     settings = Settings(DISABLE_LEADER_ELECTION=True, METRICS_PORT=0, HEALTH_PROBE_PORT=0)
-    objects = scenario.cluster_objects(count) if kind == "disruption" else scenario.objects(count)
+    objects = _cluster(count, underutilized) if kind == "disruption" else scenario.objects(count)
     lag: list[float] = []
     pauses = GcPauses()
     async with kc.connect(kubeconfig) as kube:
@@ -229,6 +252,12 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=20000)
     parser.add_argument("--only", choices=("disruption", "provisioning"))
     parser.add_argument(
+        "--underutilized",
+        type=float,
+        default=0.3,
+        help="share of oversized nodes (0: nothing consolidates, every candidate is judged)",
+    )
+    parser.add_argument(
         "--no-settle", action="store_true", help="leave the mirror in the collector (before)"
     )
     args = parser.parse_args()
@@ -238,7 +267,9 @@ def main() -> None:
             for kind, count in (("disruption", args.nodes), ("provisioning", args.pods)):
                 if args.only in (None, kind):
                     settle = not args.no_settle
-                    result = anyio.run(_measure, plane.kubeconfig, kind, count, settle)
+                    result = anyio.run(
+                        _measure, plane.kubeconfig, kind, count, settle, args.underutilized
+                    )
                     result["settled"] = settle
                     print(json.dumps(result), flush=True)
 
