@@ -38,6 +38,8 @@ from karpenter.cloud.plugin import Host, Plugin
 from karpenter.controllers.context import ControllerContext
 from karpenter.controllers.disruption import Disruption
 from karpenter.core.catalogs.fake import fake_instance_types
+from karpenter.core.disruption.planner import plan
+from karpenter.core.model.cluster import Options
 from karpenter.core.provisioning.scheduler import solve
 from karpenter.kube import client as kc
 from karpenter.kube.events import EventRecorder
@@ -125,9 +127,12 @@ class GcPauses:
             self.full.append(time.monotonic() - self._started)
 
 
-def _cluster(nodes: int, underutilized: float) -> list[dict[str, Any]]:
-    """The disruption benchmark's NodePool, Nodes and Pods as manifests."""
+def _cluster(nodes: int, underutilized: float, final: bool) -> list[dict[str, Any]]:
+    """The disruption benchmark's NodePool, Nodes and Pods as manifests (``final``: as they are
+    once its whole plan is carried out, where a pass judges every candidate and finds nothing)."""
     cluster = disruption.build(nodes, 10, underutilized)
+    if final:
+        cluster = plan(cluster, Options(), NOW).final
     pool = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -182,11 +187,14 @@ async def _work(kind: str, ctx: ControllerContext, count: int) -> dict[str, Any]
 
 
 async def _measure(
-    kubeconfig: Path, kind: str, count: int, settle: bool, underutilized: float
+    kubeconfig: Path, kind: str, count: int, settle: bool, underutilized: float, final: bool
 ) -> dict[str, Any]:
     clock = ShiftedClock(NOW)
     settings = Settings(DISABLE_LEADER_ELECTION=True, METRICS_PORT=0, HEALTH_PROBE_PORT=0)
-    objects = _cluster(count, underutilized) if kind == "disruption" else scenario.objects(count)
+    if kind == "disruption":
+        objects = _cluster(count, underutilized, final)
+    else:
+        objects = scenario.objects(count)
     lag: list[float] = []
     pauses = GcPauses()
     async with kc.connect(kubeconfig) as kube:
@@ -252,6 +260,9 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=20000)
     parser.add_argument("--only", choices=("disruption", "provisioning"))
     parser.add_argument(
+        "--final", action="store_true", help="the cluster after its whole disruption plan"
+    )
+    parser.add_argument(
         "--underutilized",
         type=float,
         default=0.3,
@@ -268,7 +279,13 @@ def main() -> None:
                 if args.only in (None, kind):
                     settle = not args.no_settle
                     result = anyio.run(
-                        _measure, plane.kubeconfig, kind, count, settle, args.underutilized
+                        _measure,
+                        plane.kubeconfig,
+                        kind,
+                        count,
+                        settle,
+                        args.underutilized,
+                        args.final,
                     )
                     result["settled"] = settle
                     print(json.dumps(result), flush=True)

@@ -64,7 +64,7 @@ class Resume:
     """Candidates a cut-short single-node walk judged, to be judged last by the next walk."""
 
     judged: set[str] = field(default_factory=set)
-    cut_short: int = 0  # searches the bound cut short (either method), for logs and tests
+    cut_short: int = 0  # single-node walks the bound cut short (logs and tests)
 
     def order(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """``candidates`` with those already judged moved to the end (order kept otherwise);
