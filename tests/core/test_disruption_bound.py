@@ -79,7 +79,7 @@ def test_a_bound_the_search_never_reaches_changes_nothing() -> None:
 def test_cut_short_single_node_walk_resumes_after_what_it_judged() -> None:
     """A single-node walk stopped one judgement short of its command finds nothing, having
     judged what the bound allowed; the next pass, carrying the resume, judges the unjudged
-    candidates first and finds the same command at once."""
+    candidates first and finds the same command at once, and again when asked again."""
     walks = [s for s in plan_snapshots() if s.command.method == METHOD_SINGLE and s.single >= 3]
     assert walks, "no pass of the plans ends in a single-node command after three judgements"
     for snap in walks:
@@ -95,6 +95,10 @@ def test_cut_short_single_node_walk_resumes_after_what_it_judged() -> None:
         assert second is not None and second.names == snap.command.names
         assert timeouts == []
         assert _used(again, SINGLE) == 1
+        # the controller's validation decides again after its wait: the same resume, the same
+        # order, the same command
+        third, _ = _decide(snap.cluster, WorkBound(snap.single - 1), resume)
+        assert third is not None and third.names == snap.command.names
 
 
 def test_cut_short_multi_node_search_acts_on_the_largest_prefix_it_proved() -> None:

@@ -237,9 +237,9 @@ def single_node(ps: DisruptionPass) -> Command | None:
             )
             ps.note(c.name, note)
             continue
+        # The resume is left as it is: the validation's second decision must walk the same
+        # order to name the same candidate.
         ps.take(REASON_UNDERUTILIZED, c.nodepool.name)
-        if ps.bound is not None:
-            ps.resume.judged.update(judged[:-1])  # their "no" likely holds; try others first
         return result
     if ps.bound is not None:
         ps.resume.walked(judged, complete=True)
