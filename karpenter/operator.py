@@ -50,6 +50,7 @@ from karpenter.kube.informers import Informer, Sink
 from karpenter.kube.leader import LeaderElector
 from karpenter.observability.logging import get_logger
 from karpenter.observability.server import serve_http
+from karpenter.state import heap
 from karpenter.state.cluster import ClusterState
 
 # The batcher key under which CapacityBuffer changes ask for a provisioning pass.
@@ -257,6 +258,7 @@ class Operator:
             if self.condition_metrics is not None:
                 tg.start_soon(self.condition_metrics.run)
             self._log.info("cluster state synced")
+            heap.settle()  # the listed mirror is out of every later full collection
             task_status.started()
             if self.elector is None:
                 await self._lead()

@@ -10,6 +10,12 @@ command when its replacements are up, so several commands are in flight at once;
 in-flight commands carry the disrupted taint, which the core reads as in flight (not candidates,
 counted against budgets, their pods rescheduled in every what-if).
 
+The decision runs in a worker thread, so the event loop (watches, probes, Lease renewals) keeps
+running during a long pass, and each consolidation search has a time budget (upstream's: one
+minute for multi-node, three for single-node) read off the injected clock: past it, multi-node
+acts on the largest set it proved and single-node on none, and the next pass's single-node walk
+judges first the candidates this one did not reach (``core/disruption/bound.py``).
+
 Expiration deletes at once (no budgets, no pre-launched replacement), as upstream's expiration
 controller does; the provisioner finds capacity for the evicted pods.
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 import anyio
 import anyio.to_thread
 
+from karpenter.aio.clock import Clock
 from karpenter.controllers import budget_metrics
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.disruption_queue import (
@@ -27,6 +34,7 @@ from karpenter.controllers.disruption_queue import (
     DisruptionQueue,
 )
 from karpenter.controllers.launching import instance_types
+from karpenter.core.disruption.bound import MULTI, SINGLE, Resume
 from karpenter.core.disruption.candidates import SurveyMemo
 from karpenter.core.disruption.commands import (
     METHOD_EMPTINESS,
@@ -43,11 +51,33 @@ from karpenter.kube import errors
 POLL_S = 10.0
 VALIDATION_S = 15.0
 QUIET_REFRESH_S = 60.0
+MULTI_BUDGET_S = 60.0  # upstream's multi-node consolidation timeout
+SINGLE_BUDGET_S = 180.0  # upstream's single-node consolidation timeout
 _VALIDATED = frozenset({METHOD_EMPTINESS, METHOD_MULTI, METHOD_SINGLE})
 
 
 def _signature(command: Command) -> tuple[str, tuple[str, ...], int]:
     return command.method, tuple(sorted(command.names)), len(command.replacements)
+
+
+class ClockBound:
+    """A consolidation search's time budget on ``clock`` (``core.disruption.bound.Bound``).
+
+    Read from the worker thread the decision runs in; the clock is only read, never slept on.
+    """
+
+    def __init__(self, clock: Clock, multi_s: float, single_s: float) -> None:
+        self._clock = clock
+        self._seconds = {MULTI: multi_s, SINGLE: single_s}
+        self._deadline = float("inf")
+
+    def begin(self, method: str) -> None:
+        """``method``'s search starts now: its budget counts from here."""
+        self._deadline = self._clock.now() + self._seconds[method]
+
+    def over(self) -> bool:
+        """True once the running search's budget has elapsed."""
+        return self._clock.now() >= self._deadline
 
 
 class Disruption(Controller):
@@ -61,6 +91,8 @@ class Disruption(Controller):
         validation_s: float = VALIDATION_S,
         replacement_timeout_s: float = REPLACEMENT_TIMEOUT_S,
         quiet_refresh_s: float = QUIET_REFRESH_S,
+        multi_budget_s: float = MULTI_BUDGET_S,
+        single_budget_s: float = SINGLE_BUDGET_S,
     ) -> None:
         super().__init__(ctx, "disruption")
         self.poll_s = poll_s
@@ -70,6 +102,8 @@ class Disruption(Controller):
         self._quiet: tuple[int, float] | None = None  # (state version, when) of a quiet pass
         self._reuse = Reuse()
         self._memo = SurveyMemo()
+        self._budgets = (multi_budget_s, single_budget_s)
+        self._resume = Resume()  # where a cut-short single-node walk goes on
 
     @property
     def executed(self) -> list[Command]:
@@ -97,14 +131,27 @@ class Disruption(Controller):
         cluster = self.state.snapshot(types, now)
 
         held = self.queue.held()
+        bound = ClockBound(self.clock, *self._budgets)
 
         def run() -> tuple[Command | None, DisruptionPass]:
             return decide(
-                cluster, self.options, now, reuse=self._reuse, survey_memo=self._memo, held=held
+                cluster,
+                self.options,
+                now,
+                reuse=self._reuse,
+                survey_memo=self._memo,
+                held=held,
+                bound=bound,
+                resume=self._resume,
             )
 
         command, ps = await anyio.to_thread.run_sync(run)
         budget_metrics.publish(self.metrics, ps)
+        for method in ps.timeouts:
+            self._log.info("consolidation search cut short by its time budget", method=method)
+            self.metrics.voluntary_disruption_consolidation_timeouts.labels(
+                consolidation_type=method
+            ).inc()
         return command
 
     async def reconcile(self) -> Command | None:

@@ -183,6 +183,12 @@ class Metrics:
             ("decision", "reason", "consolidation_type"),
             registry=r,
         )
+        self.voluntary_disruption_consolidation_timeouts = Counter(
+            "karpenter_voluntary_disruption_consolidation_timeouts_total",
+            "Consolidation searches cut short by their time budget (they acted on what they had).",
+            ("consolidation_type",),
+            registry=r,
+        )
         self.voluntary_disruption_queue_failures = Counter(
             "karpenter_voluntary_disruption_queue_failures_total",
             "Disruption commands rolled back: replacements that failed to launch or initialize.",

@@ -32,6 +32,7 @@ from karpenter.core.disruption.planner import (
     plan,
 )
 from karpenter.core.disruption.prefilter import SPOT_TO_SPOT_DISABLED, cannot_consolidate
+from karpenter.core.disruption.retries import FailedSplits
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.node import Node
@@ -89,11 +90,15 @@ def _options(variant: str) -> Options:
 
 
 def _naive_plan(cluster: Cluster, options: Options) -> list[Step]:
-    """Decide every pass from scratch: no survey memo, fresh solver set-up."""
+    """Decide every pass from scratch: no survey memo, fresh solver set-up (only the record
+    of failed splits goes from pass to pass, as the controller keeps it)."""
     steps: list[Step] = []
     counter = 0
+    failed = FailedSplits()
     for _ in range(200):
-        command, _ps = decide(cluster, options, NOW, assume_consolidate_after_elapsed=True)
+        command, _ps = decide(
+            cluster, options, NOW, assume_consolidate_after_elapsed=True, failed_splits=failed
+        )
         if command is None:
             break
         step = name_replacements(command, counter)
@@ -259,3 +264,52 @@ def test_free_index_yields_exactly_the_plain_scan() -> None:
             assert list(pruned.candidates(0, request)) == expect
             rooms = rooms_now
             index = FreeIndex(rooms)
+
+
+def test_free_index_remembers_empty_scans_only_while_no_room_grows() -> None:
+    """Scans repeated while nodes lose room, gain room, join and leave yield exactly the plain
+    scan each time (a remembered "no node" never outlives a change that could make room)."""
+    rng = random.Random(12)
+    rooms = [
+        {res.CPU: rng.randrange(0, 3000), res.MEMORY: rng.randrange(0, 6), res.PODS: 1}
+        for _ in range(150)
+    ]
+    index = FreeIndex(rooms)
+    alive = [True] * len(rooms)
+    requests = [{res.CPU: c, res.MEMORY: m, res.PODS: 1} for c in (500, 1500, 2900) for m in (1, 5)]
+    for _ in range(600):
+        request = rng.choice(requests)
+        start = rng.randrange(0, len(rooms))
+        plain = [i for i in range(start, len(rooms)) if alive[i] and res.fits(request, rooms[i])]
+        assert list(index.candidates(start, request)) == plain
+        i = rng.randrange(0, len(rooms))
+        op = rng.random()
+        if op < 0.6 and alive[i]:
+            rooms[i][res.CPU] += rng.choice((-400, 400))  # a pod placed, or one gone
+            index.update(i)
+        elif op < 0.7:
+            rooms.insert(i, {res.CPU: rng.randrange(0, 3000), res.MEMORY: 5, res.PODS: 1})
+            alive.insert(i, True)
+            index.insert(i, rooms[i])
+        elif op < 0.75:
+            alive[i] = False
+            index.kill(i)
+
+
+def test_free_index_forgets_an_empty_scan_when_room_grows_or_a_node_joins() -> None:
+    """A request no node had room for is found again once a node gains room or joins."""
+    rooms = [{res.CPU: 1000, res.MEMORY: 4, res.PODS: 1} for _ in range(100)]
+    index = FreeIndex(rooms)
+    request = {res.CPU: 2000, res.MEMORY: 1, res.PODS: 1}
+    assert list(index.candidates(0, request)) == []
+    assert list(index.candidates(10, request)) == []  # remembered: ends at once
+    rooms[70][res.CPU] = 2500  # a pod left node 70
+    index.update(70)
+    assert list(index.candidates(10, request)) == [70]
+    rooms[70][res.CPU] = 500  # a pod placed there
+    index.update(70)
+    assert list(index.candidates(0, request)) == []
+    index.insert(40, {res.CPU: 4000, res.MEMORY: 4, res.PODS: 1})
+    assert list(index.candidates(0, request)) == [40]
+    index.kill(40)
+    assert list(index.candidates(0, request)) == []

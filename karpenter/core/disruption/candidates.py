@@ -341,6 +341,67 @@ def _reusable(
     return known
 
 
+@dataclass(frozen=True, slots=True)
+class SurveyContext:
+    """What sorting one node needs beyond its own objects (the same for every node)."""
+
+    cluster: Cluster
+    now: float
+    pools: Mapping[str, NodePool]
+    types_by_pool: Mapping[str, Mapping[str, InstanceType]]
+    nominated: frozenset[str]
+    assume_consolidate_after_elapsed: bool = True
+    cloud_drift: Mapping[str, str] | None = None
+    held: Mapping[str, str] | None = None
+
+
+def survey_context(
+    cluster: Cluster,
+    now: float,
+    *,
+    assume_consolidate_after_elapsed: bool = True,
+    cloud_drift: Mapping[str, str] | None = None,
+    held: Mapping[str, str] | None = None,
+) -> SurveyContext:
+    """The shared inputs of a survey of ``cluster``."""
+    return SurveyContext(
+        cluster,
+        now,
+        {p.name: p for p in cluster.nodepools},
+        {name: {it.name: it for it in types} for name, types in cluster.instance_types.items()},
+        frozenset(
+            p.nominated_node_name for p in cluster.pods if not p.node_name and p.nominated_node_name
+        ),
+        assume_consolidate_after_elapsed,
+        cloud_drift,
+        held,
+    )
+
+
+def classify(
+    state: StateNode, ctx: SurveyContext, known: Candidate | None = None
+) -> tuple[Candidate | None, str]:
+    """A node's candidate (None: not managed by a known NodePool) and why it is blocked ("").
+
+    ``known`` is the node's candidate from an earlier survey, reused when built from the
+    very same objects (and the survey's other inputs are unchanged: the caller's check).
+    """
+    pool_name = state.nodepool
+    if not pool_name:
+        return None, ""
+    pool = ctx.pools.get(pool_name)
+    if pool is None:
+        return None, f"NodePoolNotFound: nodepool {pool_name} not found"
+    candidate = known
+    if candidate is None or not candidate.state.same_objects(state):
+        pool_types = ctx.types_by_pool.get(pool_name, {})
+        candidate = _candidate(state, pool, pool_types, ctx.cluster, ctx.now, ctx.cloud_drift)
+        ready = _consolidatable(state, pool, ctx.now, ctx.assume_consolidate_after_elapsed)
+        candidate = replace(candidate, consolidatable=ready)
+    reason = _node_blocker(state, ctx.nominated) or (ctx.held or {}).get(state.name, "")
+    return candidate, reason
+
+
 def survey(
     cluster: Cluster,
     now: float,
@@ -357,38 +418,30 @@ def survey(
     ``cloud_drift`` maps node names to a provider drift reason (the shell asks the cloud);
     ``states`` are the snapshot's state nodes when the caller already has them.
     """
-    pools = {p.name: p for p in cluster.nodepools}
-    all_types: dict[str, InstanceType] = {}
-    for types in cluster.instance_types.values():
-        for it in types:
-            all_types.setdefault(it.name, it)
-    nominated = frozenset(
-        p.nominated_node_name for p in cluster.pods if not p.node_name and p.nominated_node_name
+    ctx = survey_context(
+        cluster,
+        now,
+        assume_consolidate_after_elapsed=assume_consolidate_after_elapsed,
+        cloud_drift=cloud_drift,
+        held=held,
     )
-    out = Survey(states=states if states is not None else state_nodes(cluster, all_types))
-    types_by_pool = {
-        name: {it.name: it for it in types} for name, types in cluster.instance_types.items()
-    }
+    if states is None:
+        all_types: dict[str, InstanceType] = {}
+        for types in cluster.instance_types.values():
+            for it in types:
+                all_types.setdefault(it.name, it)
+        states = state_nodes(cluster, all_types)
+    out = Survey(states=states)
     known = _reusable(memo, cluster, now, well_known, assume_consolidate_after_elapsed, cloud_drift)
     for state in out.states:
-        pool_name = state.nodepool
-        if not pool_name:
+        candidate, reason = classify(state, ctx, known.get(state.name))
+        if candidate is None:
+            if reason:
+                out.blocked.append(Blocked(state.name, reason))
             continue
-        pool = pools.get(pool_name)
-        if pool is None:
-            missing = f"NodePoolNotFound: nodepool {pool_name} not found"
-            out.blocked.append(Blocked(state.name, missing))
-            continue
-        candidate = known.get(state.name)
-        if candidate is None or not candidate.state.same_objects(state):
-            pool_types = types_by_pool.get(pool_name, {})
-            candidate = _candidate(state, pool, pool_types, cluster, now, cloud_drift)
-            ready = _consolidatable(state, pool, now, assume_consolidate_after_elapsed)
-            candidate = replace(candidate, consolidatable=ready)
         if memo is not None:
             memo.candidates[state.name] = candidate
         out.managed[state.name] = candidate
-        reason = _node_blocker(state, nominated) or (held or {}).get(state.name, "")
         if reason:
             out.blocked.append(Blocked(state.name, reason))
             continue

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from karpenter.core.disruption import budgets as bud
 from karpenter.core.disruption import headroom
+from karpenter.core.disruption.bound import Bound, Resume
 from karpenter.core.disruption.candidates import (
     Blocked,
     Candidate,
@@ -23,6 +25,7 @@ from karpenter.core.disruption.candidates import (
     state_price,
     survey,
 )
+from karpenter.core.disruption.retries import FailedSplits
 from karpenter.core.disruption.simulation import waiting_pods
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
@@ -30,6 +33,10 @@ from karpenter.core.model.nodepool import NodePool
 from karpenter.core.model.resources import Resources
 from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import StateNode
+
+if TYPE_CHECKING:
+    from karpenter.core.disruption.ranking import CandidateIndex
+    from karpenter.core.disruption.verdicts import VerdictMemo
 
 
 @dataclass(slots=True)
@@ -50,6 +57,8 @@ class DisruptionPass:
     cache: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     # (cheapest available price, allocatable) of every instance type, cheapest first.
     price_table: list[tuple[float, dict[str, int]]] | None = None
+    # The cheapest such price per request (sorted items), None when no type holds it.
+    holding: dict[tuple[tuple[str, int], ...], float | None] = field(default_factory=dict)
     # Worst launch price per (zone req, capacity-type req), then per instance type identity.
     worst_prices: dict[tuple[object, object], dict[int, float | None]] = field(default_factory=dict)
     # Per candidate: summed pod requests and the pods' request shapes (prefilter).
@@ -62,10 +71,29 @@ class DisruptionPass:
     )
     # Solver set-up shared by this pass's simulations (and the next pass's, when carried).
     reuse: Reuse = field(default_factory=Reuse)
+    # Set by a plan's world (``world``): the candidates in each method's order, kept between
+    # passes, and the verdicts of earlier passes that still hold. Such passes keep no notes.
+    index: CandidateIndex | None = None
+    verdicts: VerdictMemo | None = None
     # Vertices of the (cpu, memory) per-unit prices every type respects (split.fluid_floor).
     unit_prices: list[tuple[float, float]] | None = None
     # Split simulations this pass may still run (split.SPLITS_PER_PASS: a work limit).
     splits_left: int = 2
+    # Splits that failed, kept from pass to pass by the caller (``retries``).
+    failed_splits: FailedSplits = field(default_factory=FailedSplits)
+    # The caller's bound on each consolidation method's search (``bound``), where a
+    # cut-short single-node walk resumes, and the methods this pass's bound cut short.
+    bound: Bound | None = None
+    resume: Resume = field(default_factory=Resume)
+    timeouts: list[str] = field(default_factory=list)
+
+    def over(self, method: str) -> bool:
+        """True once the bound says ``method`` must act on what it has (noted once)."""
+        if self.bound is None or not self.bound.over():
+            return False
+        if method not in self.timeouts:
+            self.timeouts.append(method)
+        return True
 
     @property
     def states(self) -> list[StateNode]:
@@ -90,8 +118,9 @@ class DisruptionPass:
         return True
 
     def note(self, name: str, reason: str) -> None:
-        """Remember why a node was passed over (first reason wins)."""
-        if name not in self._noted:
+        """Remember why a node was passed over (first reason wins; a world's passes keep no
+        notes)."""
+        if self.index is None and name not in self._noted:
             self._noted.add(name)
             self.notes.append(Blocked(name, reason))
 
@@ -110,19 +139,32 @@ class DisruptionPass:
         return self._totals[pool]
 
 
+def counted(state: StateNode) -> tuple[str, int] | None:
+    """(pool, 1 if already disrupting else 0) for a node budgets count, else None."""
+    pool = state.nodepool
+    if not pool or not state.initialized:
+        return None
+    if state.claim is not None and state.claim.instance_terminating:
+        return None
+    return pool, 1 if (in_flight(state) or not state.ready) else 0
+
+
+def count(counts: dict[str, bud.PoolCount], state: StateNode, sign: int) -> None:
+    """Add (``sign`` 1) or take away (-1) one node's share of the budget counts."""
+    share = counted(state)
+    if share is None:
+        return
+    pool, disrupting = share
+    c = counts.get(pool, bud.PoolCount())
+    counts[pool] = bud.PoolCount(c.nodes + sign, c.disrupting + sign * disrupting)
+
+
 def budget_counts(states: list[StateNode]) -> dict[str, bud.PoolCount]:
     """Managed, initialized nodes per pool, and those already disrupting (deleting, held by an
     in-flight command, or NotReady)."""
     counts: dict[str, bud.PoolCount] = {}
     for s in states:
-        pool = s.nodepool
-        if not pool or not s.initialized:
-            continue
-        if s.claim is not None and s.claim.instance_terminating:
-            continue
-        c = counts.get(pool, bud.PoolCount())
-        disrupting = c.disrupting + (1 if (in_flight(s) or not s.ready) else 0)
-        counts[pool] = bud.PoolCount(c.nodes + 1, disrupting)
+        count(counts, s, 1)
     return counts
 
 
@@ -135,9 +177,14 @@ def new_pass(
     reuse: Reuse | None = None,
     survey_memo: SurveyMemo | None = None,
     held: Mapping[str, str] | None = None,
+    failed_splits: FailedSplits | None = None,
+    bound: Bound | None = None,
+    resume: Resume | None = None,
 ) -> DisruptionPass:
     """Survey the snapshot and compute the budgets for one pass (``held``: node → why the
-    shell keeps it out of this pass, e.g. backing off after a failed command)."""
+    shell keeps it out of this pass, e.g. backing off after a failed command;
+    ``failed_splits``: the splits earlier passes saw fail; ``bound`` and ``resume``: see
+    ``bound``)."""
     reuse = reuse or Reuse()
     found = survey(
         cluster,
@@ -153,7 +200,19 @@ def new_pass(
     pools = {p.name: p for p in cluster.nodepools}
     types = {name: {it.name: it for it in its} for name, its in cluster.instance_types.items()}
     allowed = bud.allowances(cluster.nodepools, budget_counts(found.states), now)
-    return DisruptionPass(cluster, options, now, found, pools, types, allowed, reuse=reuse)
+    return DisruptionPass(
+        cluster,
+        options,
+        now,
+        found,
+        pools,
+        types,
+        allowed,
+        reuse=reuse,
+        failed_splits=failed_splits if failed_splits is not None else FailedSplits(),
+        bound=bound,
+        resume=resume if resume is not None else Resume(),
+    )
 
 
 def _mark_headroom(found: Survey, cluster: Cluster, options: Options, reuse: Reuse) -> None:

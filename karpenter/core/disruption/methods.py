@@ -11,8 +11,9 @@ do-not-disrupt and PDBs: a node past ``expireAfter`` is deleted, its pods resche
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
+from karpenter.core.disruption.bound import MULTI, SINGLE
 from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import (
     METHOD_DRIFT,
@@ -23,10 +24,9 @@ from karpenter.core.disruption.commands import (
     Command,
     NoOp,
 )
-from karpenter.core.disruption.consolidation import consolidate
 from karpenter.core.disruption.context import DisruptionPass
-from karpenter.core.disruption.prefilter import cannot_consolidate
 from karpenter.core.disruption.simulation import reschedule
+from karpenter.core.disruption.verdicts import PREFILTER, judge
 from karpenter.core.lifecycle import expires_at
 from karpenter.core.model.nodepool import (
     REASON_DRIFTED,
@@ -55,7 +55,8 @@ def _budget_note(ps: DisruptionPass, c: Candidate, reason: str) -> None:
 def expiration(ps: DisruptionPass) -> Command | None:
     """The earliest-expired managed node, deleted and its pods rescheduled."""
     expired = []
-    for c in ps.survey.managed.values():
+    managed = ps.index.expired(ps.now) if ps.index is not None else ps.survey.managed.values()
+    for c in managed:
         at = expires_at(c.creation, c.expire_after)
         if at is not None and at <= ps.now and not c.state.deleting:
             expired.append((at, c.name, c))
@@ -69,7 +70,7 @@ def expiration(ps: DisruptionPass) -> Command | None:
 def emptiness(ps: DisruptionPass) -> Command | None:
     """Every empty, consolidatable candidate within its pool's budget, in one delete."""
     chosen = []
-    for c in _ranked(ps.candidates):
+    for c in ps.index.empty() if ps.index is not None else _ranked(ps.candidates):
         if not c.empty or c.nodepool.disruption.consolidate_after is None:
             continue
         if c.nodepool.replicas is not None:
@@ -91,7 +92,7 @@ def emptiness(ps: DisruptionPass) -> Command | None:
 def drift(ps: DisruptionPass) -> Command | None:
     """The first drifted candidate (empty ones first, then oldest) that can be replaced."""
     drifted = []
-    for c in ps.candidates:
+    for c in ps.index.drifted() if ps.index is not None else ps.candidates:
         if not c.drift:
             continue
         # Eventual disruption: a NodeClaim with terminationGracePeriod drains by force in
@@ -146,11 +147,15 @@ def consolidation_candidates(ps: DisruptionPass) -> list[Candidate]:
     return _ranked(out)
 
 
-def multi_node(ps: DisruptionPass) -> Command | None:
-    """The largest ranked prefix (2..100 candidates) that consolidates (upstream's search)."""
+def _ranked_for_consolidation(ps: DisruptionPass) -> Iterable[Candidate]:
+    return ps.index.ranked() if ps.index is not None else consolidation_candidates(ps)
+
+
+def _multi_chosen(ps: DisruptionPass) -> list[Candidate]:
+    """The first ranked candidates within their pools' budgets (at most 100)."""
     taken: dict[str, int] = {}
     chosen: list[Candidate] = []
-    for c in consolidation_candidates(ps):
+    for c in _ranked_for_consolidation(ps):
         pool = c.nodepool.name
         if ps.allowed(REASON_UNDERUTILIZED, pool) - taken.get(pool, 0) <= 0:
             continue
@@ -158,15 +163,23 @@ def multi_node(ps: DisruptionPass) -> Command | None:
         chosen.append(c)
         if len(chosen) == MAX_MULTI_CANDIDATES:
             break
+    return chosen
+
+
+def multi_node(ps: DisruptionPass) -> Command | None:
+    """The largest ranked prefix (2..100 candidates) that consolidates (upstream's search)."""
+    chosen = _multi_chosen(ps)
     if len(chosen) < 2:
         return None
     low, high = 1, len(chosen) - 1
     best: Command | None = None
+    if ps.bound is not None:
+        ps.bound.begin(MULTI)
     while low <= high:
+        if ps.over(MULTI):
+            break  # act on the largest prefix found so far, as upstream does on its timeout
         mid = (low + high) // 2
-        prefix = chosen[: mid + 1]
-        quick = cannot_consolidate(ps, prefix)
-        result = NoOp("Prefilter", quick) if quick else consolidate(ps, prefix, METHOD_MULTI)
+        result = judge(ps, chosen[: mid + 1], METHOD_MULTI)
         if isinstance(result, Command):
             best = result
             low = mid + 1
@@ -192,22 +205,44 @@ def _round_robin(candidates: Sequence[Candidate]) -> list[Candidate]:
     return out
 
 
+def _single_order(ps: DisruptionPass) -> Iterator[Candidate]:
+    if ps.index is not None:
+        # Pools without budget and candidates with a kept "no" are skipped, notes unkept.
+        return ps.index.round_robin(
+            lambda pool: ps.allowed(REASON_UNDERUTILIZED, pool) > 0,
+            lambda: ps.splits_left > 0,
+        )
+    ranked = _round_robin(consolidation_candidates(ps))
+    return iter(ps.resume.order(ranked) if ps.bound is not None else ranked)
+
+
 def single_node(ps: DisruptionPass) -> Command | None:
-    """The first candidate (ranked, round-robin over pools) that consolidates on its own."""
-    for c in _round_robin(consolidation_candidates(ps)):
+    """The first candidate (ranked, round-robin over pools) that consolidates on its own;
+    under a bound, none once it is over (the next pass resumes after the judged ones)."""
+    judged: list[str] = []
+    if ps.bound is not None:
+        ps.bound.begin(SINGLE)
+    for c in _single_order(ps):
         if ps.allowed(REASON_UNDERUTILIZED, c.nodepool.name) <= 0:
             _budget_note(ps, c, REASON_UNDERUTILIZED)
             continue
-        quick = cannot_consolidate(ps, [c])
-        if quick:
-            ps.note(c.name, quick)
-            continue
-        result = consolidate(ps, [c], METHOD_SINGLE)
+        if ps.over(SINGLE):
+            ps.resume.walked(judged, complete=False)
+            return None
+        judged.append(c.name)
+        result = judge(ps, [c], METHOD_SINGLE)
         if isinstance(result, NoOp):
-            ps.note(c.name, f"{result.kind}: {result.message}")
+            note = (
+                result.message if result.kind == PREFILTER else f"{result.kind}: {result.message}"
+            )
+            ps.note(c.name, note)
             continue
+        # The resume is left as it is: the validation's second decision must walk the same
+        # order to name the same candidate.
         ps.take(REASON_UNDERUTILIZED, c.nodepool.name)
         return result
+    if ps.bound is not None:
+        ps.resume.walked(judged, complete=True)
     return None
 
 

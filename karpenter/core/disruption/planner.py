@@ -12,19 +12,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from karpenter.core.disruption.bound import Bound, Resume
 from karpenter.core.disruption.candidates import Blocked, SurveyMemo, reschedulable, state_price
 from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.methods import next_command
-from karpenter.core.lifecycle import nodepool_hash
-from karpenter.core.model import labels as lbl
+from karpenter.core.disruption.retries import FailedSplits
+from karpenter.core.disruption.world import World, replacement_node
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
-from karpenter.core.model.node import Node
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import state_nodes
-from karpenter.core.provisioning.results import NewNodeClaim
 
 REPLACEMENT_PREFIX = "simulated-"
 
@@ -63,12 +62,19 @@ def decide(
     reuse: Reuse | None = None,
     survey_memo: SurveyMemo | None = None,
     held: Mapping[str, str] | None = None,
+    failed_splits: FailedSplits | None = None,
+    bound: Bound | None = None,
+    resume: Resume | None = None,
 ) -> tuple[Command | None, DisruptionPass]:
     """One controller pass: the command to start now (if any) and the pass's notes.
 
     Passing the same ``reuse`` (and ``survey_memo``) to successive passes keeps the solver's
     set-up (and the candidates of unchanged nodes) between them. ``held`` names nodes the
-    shell keeps out of this pass, with the reason they are reported blocked.
+    shell keeps out of this pass, with the reason they are reported blocked. Passing the same
+    ``failed_splits`` keeps splits that failed from being tried again (``retries``). ``bound``
+    limits each consolidation method's search, and the same ``resume`` lets a cut-short
+    single-node walk continue where it stopped (``bound``); the pass's ``timeouts`` name the
+    methods it cut short.
     """
     ps = new_pass(
         cluster,
@@ -78,6 +84,9 @@ def decide(
         reuse=reuse,
         survey_memo=survey_memo,
         held=held,
+        failed_splits=failed_splits,
+        bound=bound,
+        resume=resume,
     )
     return next_command(ps), ps
 
@@ -92,30 +101,6 @@ def fleet_price(cluster: Cluster) -> float:
         state_price(s, types.get(s.nodepool, {}))
         for s in state_nodes(cluster, all_types)
         if s.nodepool
-    )
-
-
-def _replacement_node(claim: NewNodeClaim, name: str, cluster: Cluster, now: float) -> Node:
-    launched = next(it for it in claim.instance_types if it.name == claim.launch.instance_type)
-    labels = dict(claim.labels)
-    labels[lbl.HOSTNAME] = name
-    labels[lbl.NODEPOOL] = claim.nodepool
-    labels[lbl.REGISTERED] = "true"
-    labels[lbl.INITIALIZED] = "true"
-    annotations: dict[str, str] = {}
-    pool = next((p for p in cluster.nodepools if p.name == claim.nodepool), None)
-    if pool is not None:
-        annotations[lbl.NODEPOOL_HASH] = nodepool_hash(pool)
-        annotations[lbl.NODEPOOL_HASH_VERSION] = lbl.NODEPOOL_HASH_VERSION_CURRENT
-    return Node(
-        name=name,
-        labels=dict(sorted(labels.items())),
-        annotations=annotations,
-        taints=claim.taints,
-        capacity=dict(launched.capacity),
-        allocatable=launched.allocatable,
-        provider_id=f"simulated://{name}",
-        creation=now,
     )
 
 
@@ -136,7 +121,7 @@ def apply(cluster: Cluster, step: Step, now: float) -> Cluster:
             continue
         pods.append(pod)
     new_nodes = tuple(
-        _replacement_node(claim, name, cluster, now)
+        replacement_node(claim, name, cluster, now)
         for claim, name in zip(command.replacements, step.replacement_names, strict=True)
     )
     return replace(
@@ -160,23 +145,63 @@ def plan(
     ``consolidateAfter`` counts as elapsed (the simulator's contract) unless
     ``assume_consolidate_after_elapsed`` is False: then it is counted at ``now`` as the
     controller counts it. The loop ends when a pass finds nothing; every command removes nodes
-    or strictly lowers the price, so it ends.
+    or strictly lowers the price, so it ends. Passes run on a ``World`` (the snapshot carried
+    from command to command, with the verdicts of earlier passes that still hold); such passes
+    keep no notes, so the last pass runs plain, and its notes are the plan's ``blocked``. The
+    world assumes consolidateAfter elapsed and knows no CapacityBuffer headroom: snapshots
+    outside that run every pass plain.
     """
+    limit = max_commands if max_commands is not None else 10 * (len(cluster.nodes) + 10)
+    if not assume_consolidate_after_elapsed or cluster.virtual_pods:
+        return _plan_plain(cluster, options, now, limit, assume_consolidate_after_elapsed)
     before = fleet_price(cluster)
     steps: list[Step] = []
     counter = 0
-    limit = max_commands if max_commands is not None else 10 * (len(cluster.nodes) + 10)
+    blocked: Sequence[Blocked] = ()
+    world = World(cluster, options, now)
+    while len(steps) < limit:
+        ps = world.next_pass()
+        command = next_command(ps)
+        world.passed(ps)
+        if command is None:
+            command, ps = decide(
+                world.cluster,
+                options,
+                now,
+                assume_consolidate_after_elapsed=True,
+                reuse=world.reuse,
+                failed_splits=world.failed_splits,
+            )
+            if command is None:
+                blocked = _blocked(ps)
+                break
+        step = name_replacements(command, counter)
+        counter += len(step.replacement_names)
+        steps.append(step)
+        world.apply(command, step.replacement_names)
+    return Plan(tuple(steps), before, fleet_price(world.cluster), tuple(blocked), world.cluster)
+
+
+def _plan_plain(
+    cluster: Cluster, options: Options, now: float, limit: int, assume_elapsed: bool
+) -> Plan:
+    """``plan`` with every pass decided from scratch on the snapshot after each command."""
+    before = fleet_price(cluster)
+    steps: list[Step] = []
+    counter = 0
     blocked: Sequence[Blocked] = ()
     reuse = Reuse()
     memo = SurveyMemo()
+    failed = FailedSplits()
     while len(steps) < limit:
         command, ps = decide(
             cluster,
             options,
             now,
-            assume_consolidate_after_elapsed=assume_consolidate_after_elapsed,
+            assume_consolidate_after_elapsed=assume_elapsed,
             reuse=reuse,
             survey_memo=memo,
+            failed_splits=failed,
         )
         if command is None:
             blocked = _blocked(ps)

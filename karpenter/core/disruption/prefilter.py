@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from karpenter.core.disruption.candidates import Candidate, reschedulable
 from karpenter.core.disruption.context import DisruptionPass
@@ -46,7 +47,11 @@ def _free(ps: DisruptionPass) -> dict[str, dict[str, int]]:
     cache = ps.cache.get("free")
     if cache is None:
         base = ps.reuse.snapshot(ps.cluster)
-        per_node = {e.state.name: res.floor_zero(e.remaining) for e in base.existing}
+        per_node = {
+            e.state.name: res.floor_zero(e.remaining)
+            for i, e in enumerate(base.existing)
+            if i not in base.dead
+        }
         cache = {"__total__": res.add(*per_node.values()), **per_node}
         ps.cache["free"] = cache
     return cache
@@ -64,7 +69,24 @@ def _pods(ps: DisruptionPass, c: Candidate) -> tuple[dict[str, int], list[tuple[
     return known
 
 
+def _frontier(table: list[tuple[float, dict[str, int]]]) -> list[tuple[float, dict[str, int]]]:
+    """The rows no earlier (no dearer) row holds everything of: only they can be the first
+    row that holds a request, so the scan below answers the same on them alone."""
+    kept: list[tuple[float, dict[str, int]]] = []
+    for price, allocatable in table:
+        if not any(res.fits(allocatable, earlier) for _, earlier in kept):
+            kept.append((price, allocatable))
+    return kept
+
+
 def _cheapest_holding(ps: DisruptionPass, requests: res.Resources) -> float | None:
+    key = tuple(sorted(requests.items()))
+    if key not in ps.holding:
+        ps.holding[key] = _scan(ps, requests)
+    return ps.holding[key]
+
+
+def _scan(ps: DisruptionPass, requests: res.Resources) -> float | None:
     if ps.price_table is None:
         table = []
         for types in ps.types_by_pool.values():
@@ -73,7 +95,7 @@ def _cheapest_holding(ps: DisruptionPass, requests: res.Resources) -> float | No
                 if prices:
                     table.append((min(prices), it.allocatable))
         table.sort(key=lambda row: row[0])
-        ps.price_table = table
+        ps.price_table = _frontier(table)
     for price, allocatable in ps.price_table:
         if res.fits(requests, allocatable):
             return price
@@ -83,8 +105,8 @@ def _cheapest_holding(ps: DisruptionPass, requests: res.Resources) -> float | No
 _FIRST = 4
 
 
-def _homeless(ps: DisruptionPass, candidates: Sequence[Candidate]) -> dict[str, int]:
-    """Summed requests of the candidates' pods that no other node has room for, each alone."""
+def _homeless(ps: DisruptionPass, candidates: Sequence[Candidate]) -> list[Resources]:
+    """Requests of the candidates' pods that no other node has room for, each alone."""
     base = ps.reuse.snapshot(ps.cluster)
     own = {base.index[c.name] for c in candidates if c.name in base.index}
     homeless: list[Resources] = []
@@ -100,21 +122,47 @@ def _homeless(ps: DisruptionPass, candidates: Sequence[Candidate]) -> dict[str, 
             # Complete lists answer directly; a prefix longer than ``own`` has another node.
             if all(i in own for i in entry[0]):
                 homeless.append(requests)
-    return res.add(*homeless)
+    return homeless
 
 
-def cannot_consolidate(ps: DisruptionPass, candidates: Sequence[Candidate]) -> str:
-    """Why consolidating ``candidates`` together cannot work ("" when unsure)."""
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """The prefilter's answer for a set of candidates, with the two bounds behind it."""
+
+    message: str  # why they cannot consolidate ("" when unsure)
+    excess: dict[str, int]  # their requests beyond the free room of every other node
+    homeless: list[Resources]  # requests of their pods no other node has room for
+
+
+def assess(ps: DisruptionPass, candidates: Sequence[Candidate]) -> Assessment:
+    """Whether consolidating ``candidates`` together cannot work, and the bounds that say so."""
     free = _free(ps)
     elsewhere = dict(free["__total__"])
     requests: dict[str, int] = {}
     for c in candidates:
         elsewhere = res.subtract(elsewhere, free.get(c.name, {}))
         requests = res.add(requests, _pods(ps, c)[0])
+    excess = res.floor_zero(res.subtract(requests, elsewhere))
+    homeless = _homeless(ps, candidates)
     # The replacement must hold both the excess over the room elsewhere and every pod that
     # fits on no other node at all; the larger of the two, per resource, is a lower bound.
-    excess = res.floor_zero(res.subtract(requests, elsewhere))
-    residual = res.maximum((excess, _homeless(ps, candidates)))
+    residual = res.maximum((excess, res.add(*homeless)))
+    return Assessment(verdict(ps, candidates, residual), excess, homeless)
+
+
+def cannot_consolidate(ps: DisruptionPass, candidates: Sequence[Candidate]) -> str:
+    """Why consolidating ``candidates`` together cannot work ("" when unsure)."""
+    return assess(ps, candidates).message
+
+
+def verdict(ps: DisruptionPass, candidates: Sequence[Candidate], residual: res.Resources) -> str:
+    """The prefilter's answer when ``residual`` must go on a replacement ("" when unsure).
+
+    A larger residual never turns a "cannot" into "unsure" once no split is worth trying (no
+    split left in the pass, or none possible, or the fluid floor of the residual at or above
+    the candidates' price): the cheapest type that holds it can only be dearer (or none), and
+    the spot rule holds for any positive residual.
+    """
     residual = {k: v for k, v in residual.items() if v > 0}
     if not residual:
         return ""

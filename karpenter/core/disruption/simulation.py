@@ -19,6 +19,7 @@ from functools import partial
 
 from karpenter.core.disruption import headroom
 from karpenter.core.disruption.candidates import Candidate, in_flight, reschedulable
+from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.build import Reuse
@@ -26,6 +27,10 @@ from karpenter.core.provisioning.existing import StateNode
 from karpenter.core.provisioning.reservations import FALLBACK
 from karpenter.core.provisioning.results import NewNodeClaim
 from karpenter.core.provisioning.scheduler import solve
+
+# Key of a list in the snapshot's derived values (``Reuse.derived``): while present, every
+# what-if on the snapshot appends its Outcome there (``verdicts`` reads where pods went).
+OUTCOMES = "disruption.outcomes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +43,15 @@ class Outcome:
     uninitialized: tuple[str, ...]
     # hosted buffer pods the what-if found no room for (consolidation refuses to lose them)
     homeless: tuple[str, ...] = ()
+    # What a split after this what-if depends on (``retries``): where every pod of the pass
+    # went (a node, "#i" for the i-th new NodeClaim, "!" nowhere), in order; or, when no pod
+    # of the pass has topology or volume constraints and no NodePool has limits, only the
+    # pods that need new capacity (and how first fit grouped them) and where the candidates'
+    # pods would meet an uninitialized node: a split repacks those NodeClaims alone.
+    trace: tuple[object, ...] = ()
+    # Every pod of the pass: its requests and the existing node it went to ("" for a
+    # NodeClaim or nowhere). Filled only while OUTCOMES is collected.
+    placed: tuple[tuple[res.Resources, str], ...] = ()
 
     def failure_message(self) -> str:
         """A one-line summary of the pods that could not be placed."""
@@ -72,6 +86,18 @@ def waiting_pods(
         return [*pending_pods(cluster), *deleting]
 
     return waiting() if reuse is None else reuse.derived(cluster, "disruption.waiting", waiting)
+
+
+def _free_standing(pod: Pod) -> bool:
+    """The pod's placement depends on no other pod and no volume."""
+    return not (
+        pod.topology_spread
+        or pod.required_affinity
+        or pod.preferred_affinity
+        or pod.required_anti_affinity
+        or pod.preferred_anti_affinity
+        or pod.pvc_names
+    )
 
 
 def _unbound(c: Candidate) -> list[Pod]:
@@ -137,7 +163,32 @@ def reschedule(
         moves.extend((p.key, f"replacement:{index}") for p in claim.pods if p.key in keys)
     failures = tuple(sorted((k, r) for k, r in results.unschedulable.items() if k in keys))
     homeless = tuple(sorted(k for k in results.unschedulable if k in held))
-    return Outcome(claims, tuple(sorted(moves)), failures, tuple(uninitialized), homeless)
+    where = {p.key: node for node, pods in results.existing for p in pods}
+    for i, claim in enumerate(results.new_claims):
+        where.update((p.key, f"#{i}") for p in claim.pods)
+    # buffer pods are part of what a split depends on: a split must find them room too
+    everyone = [*others, *buffered, *moving]
+    trace: tuple[object, ...]
+    if any(p.limits for p in cluster.nodepools) or not all(_free_standing(p) for p in everyone):
+        trace = tuple((p.key, where.get(p.key, "!")) for p in everyone)
+    else:
+        claimed = tuple(tuple(p.key for p in c.pods) for c in results.new_claims)
+        trace = (claimed, tuple(sorted(results.unschedulable)), tuple(uninitialized))
+    outcome = Outcome(
+        claims,
+        tuple(sorted(moves)),
+        failures,
+        tuple(uninitialized),
+        homeless=homeless,
+        trace=trace,
+    )
+    sink = reuse.snapshot(cluster).derived.get(OUTCOMES) if reuse is not None else None
+    if isinstance(sink, list):
+        placed = tuple((p.requests, where.get(p.key, "")) for p in everyone)
+        placed = tuple((r, "" if w.startswith("#") else w) for r, w in placed)
+        outcome = replace(outcome, placed=placed)
+        sink.append(outcome)
+    return outcome
 
 
 def homeless_message(outcome: Outcome) -> str:

@@ -22,7 +22,7 @@ from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import Command, NoOp
 from karpenter.core.disruption.consolidation import rebuild, worst_launch_price
 from karpenter.core.disruption.context import DisruptionPass
-from karpenter.core.disruption.simulation import homeless_message, reschedule
+from karpenter.core.disruption.simulation import Outcome, homeless_message, reschedule
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.nodepool import REASON_UNDERUTILIZED
@@ -99,17 +99,33 @@ def _unit_prices(ps: DisruptionPass) -> list[tuple[float, float]]:
 
 def allowed(ps: DisruptionPass, candidates: Sequence[Candidate]) -> bool:
     """Whether a split may be tried for ``candidates`` under this pass's options and limits."""
-    if ps.options.max_replacements < 2 or ps.splits_left <= 0:
-        return False
-    if len(candidates) > MAX_SPLIT_CANDIDATES:
+    return ps.splits_left > 0 and possible(ps, candidates)
+
+
+def possible(ps: DisruptionPass, candidates: Sequence[Candidate]) -> bool:
+    """Whether the options let ``candidates`` be split at all (the pass's limit aside)."""
+    if ps.options.max_replacements < 2 or len(candidates) > MAX_SPLIT_CANDIDATES:
         return False
     return not all(c.capacity_type == lbl.CAPACITY_TYPE_SPOT for c in candidates)
 
 
 def consolidate_split(
-    ps: DisruptionPass, candidates: Sequence[Candidate], method: str
+    ps: DisruptionPass, candidates: Sequence[Candidate], method: str, base: Outcome | None = None
 ) -> Command | NoOp:
-    """The cheapest multi-replacement command for ``candidates``, or why there is none."""
+    """The cheapest multi-replacement command for ``candidates``, or why there is none.
+
+    ``base`` is the one-replacement what-if it follows: a split that failed after the same
+    what-if before (``retries``) is not tried again, nor counted against the pass's limit."""
+    record = ps.failed_splits
+    if base is not None and record.failed(ps.cluster, ps.options, candidates, base):
+        return NoOp("NotCheaper", "the same split failed before")
+    result = _attempt(ps, candidates, method)
+    if base is not None and isinstance(result, NoOp):
+        record.remember(ps.cluster, ps.options, candidates, base)
+    return result
+
+
+def _attempt(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> Command | NoOp:
     ps.splits_left -= 1
     outcome = reschedule(ps.cluster, candidates, ps.states, ps.options, ps.reuse, repack=True)
     if outcome.failures:

@@ -299,15 +299,22 @@ def _template_domains(
 
 
 def _universe(
-    topology: Topology, templates: Sequence[Template], existing: Sequence[Existing]
+    topology: Topology,
+    templates: Sequence[Template],
+    existing: Sequence[Existing],
+    out: frozenset[int],
 ) -> None:
-    """Every domain of every topology key in play, with the taints reachable there."""
+    """Every domain of every topology key in play, with the taints reachable there (nodes
+    at the ``out`` indexes left out)."""
     keys = {g.key for g in [*topology.groups.values(), *topology.inverse.values()]}
     keys.discard(lbl.HOSTNAME)
     universe: dict[str, dict[str, list[tuple[Taint, ...]]]] = {k: {} for k in keys}
+    if not keys:
+        topology.universe = universe
+        return
     for t in templates:
         _template_domains(t, keys, universe)
-    for node in existing:
+    for node in (e for i, e in enumerate(existing) if i not in out):
         for key in keys:
             value = node.state.labels.get(key)
             if value is not None:
@@ -339,6 +346,9 @@ class _Base:
         default_factory=dict
     )
     derived: dict[str, object] = field(default_factory=dict)
+    # Indexes of nodes that left the snapshot since this set-up was built (``rebase``): their
+    # slots stay, with no room in ``free``, and every pass leaves them out like candidates.
+    dead: frozenset[int] = frozenset()
 
     @property
     def bound(self) -> list[list[Pod]]:
@@ -545,6 +555,9 @@ def build_context(
         templates, skipped = reuse.pass_templates(cluster, options, well_known)
         base = reuse.snapshot(cluster)
     out = frozenset(base.index[name] for name in excluded if name in base.index)
+    # Nodes gone from the snapshot already have no room in the free index; the rest of the
+    # set-up leaves them out like the pass's own exclusions.
+    gone = out | base.dead if base.dead else out
     topology = Topology({}, cluster.namespace_labels)
     ctx = PassContext(
         options,
@@ -556,7 +569,7 @@ def build_context(
         well_known,
         any(t.effect == PREFER_NO_SCHEDULE for t in _all_taints(templates)),
         dict(skipped),
-        out,
+        gone,
         base.free.without(out),
         base.index,
     )
@@ -564,11 +577,11 @@ def build_context(
     for pod in pending:
         ctx.pod_groups(PodWork.of(pod, ignore))
     for index, pod in base.anti_owners:
-        if index not in out:
+        if index not in gone:
             for term in pod.required_anti_affinity:
                 topology.inverse_group(pod, term)
-    _universe(topology, templates, [e for i, e in enumerate(ctx.existing) if i not in out])
-    _seed_topology(base, topology, out)
+    _universe(topology, templates, ctx.existing, gone)
+    _seed_topology(base, topology, gone)
     return ctx
 
 
@@ -594,6 +607,8 @@ def _all_taints(templates: Sequence[Template]) -> list[Taint]:
 
 def _limits(base: _Base, templates: Sequence[Template], out: frozenset[int]) -> Limits:
     limits = {t.nodepool.name: t.nodepool.limits for t in templates if t.nodepool.limits}
+    if not limits:
+        return Limits(limits, {}, {})
     used = {pool: dict(base.pool_used.get(pool, {})) for pool in limits}
     nodes = {pool: base.pool_nodes.get(pool, 0) for pool in limits}
     for index in out:

@@ -6,6 +6,11 @@ grouped in blocks (of two sizes, below) with the per-block maximum of each track
 a block whose maximum is below a pod's request cannot hold it and is skipped whole. The index
 only prunes: every node it yields still goes through the full check, and order is preserved,
 so placements are exactly those of the plain scan.
+
+A scan that yields no node at all is remembered (request, start): until some node's room grows
+or a node joins, a scan for the same request from that start or later would find none either
+(within a what-if nodes only lose room), so it ends at once. Half the scans of a consolidation
+plan find no node, and most repeat an earlier one (``bench/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -39,13 +44,15 @@ class FreeIndex:
     to 8 before testing nodes one by one.
     """
 
-    __slots__ = ("_free", "_large", "_room", "_small")
+    __slots__ = ("_empty", "_free", "_large", "_room", "_small")
 
     def __init__(self, free: Sequence[dict[str, int]]) -> None:
         self._free = list(free)
         self._room = [_triple(r) for r in self._free]
         self._small = [_max(self._room[b : b + SMALL]) for b in range(0, len(free), SMALL)]
         self._large = [_max(self._room[b : b + LARGE]) for b in range(0, len(free), LARGE)]
+        # (cpu, memory, pods) request -> the lowest start from which a scan found no node
+        self._empty: dict[Room, int] = {}
 
     def without(self, excluded: Iterable[int]) -> FreeIndex:
         """A copy in which the ``excluded`` nodes have no room at all (the pass skips them)."""
@@ -54,6 +61,7 @@ class FreeIndex:
         copy._room = list(self._room)
         copy._small = list(self._small)
         copy._large = list(self._large)
+        copy._empty = dict(self._empty)  # excluding nodes only takes room away
         for index in excluded:
             copy._room[index] = (_NONE, _NONE, _NONE)
             copy._refresh(index)
@@ -64,11 +72,38 @@ class FreeIndex:
         self._free[index] = free
         self.update(index)
 
+    def kill(self, index: int) -> None:
+        """Node ``index`` left the snapshot: it has no room from now on (its slot stays)."""
+        self._room[index] = (_NONE, _NONE, _NONE)
+        self._refresh(index)
+
+    def insert(self, index: int, free: dict[str, int]) -> None:
+        """A node joined the snapshot at ``index``; later nodes move up one place."""
+        self._empty.clear()
+        self._free.insert(index, free)
+        self._room.insert(index, _triple(free))
+        # Blocks from the insertion point on hold other nodes now; nodes join near the end
+        # of the pass order in practice (replacements), so few blocks are recomputed.
+        first = index // SMALL
+        room = self._room
+        self._small[first:] = [
+            _max(room[b : b + SMALL]) for b in range(first * SMALL, len(room), SMALL)
+        ]
+        per = LARGE // SMALL
+        first_large = index // LARGE
+        small = self._small
+        self._large[first_large:] = [
+            _max(small[b : b + per]) for b in range(first_large * per, len(small), per)
+        ]
+
     def update(self, index: int) -> None:
         """Re-read node ``index`` after its remaining capacity changed."""
-        if self._room[index][0] == _NONE:
+        old = self._room[index]
+        if old[0] == _NONE:
             return
-        self._room[index] = _triple(self._free[index])
+        new = self._room[index] = _triple(self._free[index])
+        if self._empty and (new[0] > old[0] or new[1] > old[1] or new[2] > old[2]):
+            self._empty.clear()
         self._refresh(index)
 
     def _refresh(self, index: int) -> None:
@@ -84,9 +119,14 @@ class FreeIndex:
         cpu = max(request.get(res.CPU, 0), 0) or _NONE + 1
         mem = max(request.get(res.MEMORY, 0), 0) or _NONE + 1
         pods = max(request.get(res.PODS, 0), 0) or _NONE + 1
+        key = (cpu, mem, pods)
+        seen = self._empty.get(key)
+        if seen is not None and seen <= start:
+            return
         room, small, large = self._room, self._small, self._large
         total = len(room)
         index = start
+        found = False
         while index < total:
             if index % LARGE == 0:
                 m = large[index // LARGE]
@@ -100,5 +140,8 @@ class FreeIndex:
                     continue
             r = room[index]
             if r[0] >= cpu and r[1] >= mem and r[2] >= pods:
+                found = True
                 yield index
             index += 1
+        if not found:
+            self._empty[key] = start
