@@ -205,7 +205,7 @@ async def _measure(
             heap.settle()  # as the operator does once its informers have listed
         host = Host(kube, state, EventRecorder(kube, clock), clock, Metrics(), settings)
         ctx = ControllerContext.of(host, Plugin(cloud, settings.core_options()))
-        elector = TimedElector(kube.api, "default", f"bench-{kind}", "bench", clock=clock)
+        elector = TimedElector(kube, "default", f"bench-{kind}", "bench", clock=clock)
         elector.attempts = []
         result: dict[str, Any] = {}
         async with anyio.create_task_group() as tg:
