@@ -20,6 +20,7 @@ reconcile never acts on a version older than its own write.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -122,7 +123,13 @@ class Lifecycle(Controller):
             # (say, a Conflict patching the Node) must not call create a second time.
             self._set_ready(conds)
             await self._write_status(raw, conds, status)
-            claim, raw = launched, self.state.nodeclaims.raw(name) or raw
+            # The provider reports what it launched, not the claim's spec: registration and
+            # initialization in this same pass still need the spec's taints (a startup taint
+            # missing here would initialize a node that still carries it).
+            claim = dataclasses.replace(
+                launched, taints=claim.taints, startup_taints=claim.startup_taints
+            )
+            raw = self.state.nodeclaims.raw(name) or raw
             conds, status = codec.conditions(raw), {}
         try:
             requeue = await self._register(raw, claim, conds, status, log)

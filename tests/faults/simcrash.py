@@ -67,6 +67,7 @@ class Trial:
     never_running: list[str] = field(default_factory=list)
     stuck: list[str] = field(default_factory=list)
     restart_s: float = 0.0  # SIGKILL → the new incarnation leading
+    evidence: list[str] = field(default_factory=list)  # state of a trial that did not settle
 
 
 @dataclass
@@ -179,8 +180,35 @@ async def _settle(c: Campaign, t: Trial, ns: str, pool: str) -> None:
     except AssertionError:
         pods, _ = await c.kube.list(kc.PODS, ns)
         t.never_running = [codec.name(p) for p in pods if not _running(p)]
+        t.evidence = await _evidence(c.kube, pool, pods)
         if t.phase == "disruption":
             t.stuck += [codec.name(x) for x in await c.claims(pool)]
+
+
+def _conditions(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(k["type"], k["status"]) for k in (obj.get("status") or {}).get("conditions", [])]
+
+
+async def _evidence(kube: kc.KubeClient, pool: str, pods: list[dict[str, Any]]) -> list[str]:
+    """What a trial that never settled left behind: its Nodes and claims, its pods' status."""
+    nodes, _ = await kube.list(kc.NODES, label_selector=f"{lbl.NODEPOOL}={pool}")
+    out = [
+        f"node {codec.name(n)} taints={[t['key'] for t in codec.taints_of(n)]} "
+        f"annotations={sorted(codec.meta(n).get('annotations') or {})} "
+        f"conditions={_conditions(n)}"
+        for n in nodes
+    ]
+    out += [
+        f"claim {codec.name(x)} conditions={_conditions(x)}"
+        for x in await harness.claims_of(kube, pool)
+    ]
+    out += [
+        f"pod {codec.name(p)} node={p['spec'].get('nodeName')} phase="
+        f"{(p.get('status') or {}).get('phase')} conditions="
+        f"{[(k['type'], k.get('reason')) for k in (p.get('status') or {}).get('conditions', [])]}"
+        for p in pods
+    ]
+    return out
 
 
 async def _replaced(c: Campaign, ns: str, pool: str) -> bool:
