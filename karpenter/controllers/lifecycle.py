@@ -20,7 +20,6 @@ reconcile never acts on a version older than its own write.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -123,12 +122,12 @@ class Lifecycle(Controller):
             # (say, a Conflict patching the Node) must not call create a second time.
             self._set_ready(conds)
             await self._write_status(raw, conds, status)
-            # The provider reports what it launched, not the claim's spec: registration and
-            # initialization in this same pass still need the spec's taints (a startup taint
-            # missing here would initialize a node that still carries it).
-            claim = dataclasses.replace(
-                launched, taints=claim.taints, startup_taints=claim.startup_taints
-            )
+            # The provider reports status (provider ID, type, capacity), not the claim's spec:
+            # registration and initialization read the stored claim, whose startup taints
+            # initialization must see gone (a claim taken as initialized while they remain
+            # would offer its node to pods that cannot land there: a duplicate launch).
+            stored = self.state.nodeclaims.get(name)
+            claim = stored if stored is not None and stored.provider_id else launched
             raw = self.state.nodeclaims.raw(name) or raw
             conds, status = codec.conditions(raw), {}
         try:
