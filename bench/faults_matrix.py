@@ -2,12 +2,14 @@
 with more trials, on a control plane and a moto server of their own.
 
     python3 bench/faults_matrix.py crash --trials 100 --seed 1
+    python3 bench/faults_matrix.py simcrash --trials 24 --seed 1
     python3 bench/faults_matrix.py ec2 --trials 5 [--rate-scale 2]
     python3 bench/faults_matrix.py failover --trials 5
     python3 bench/faults_matrix.py controlplane --trials 3
     python3 bench/faults_matrix.py drains --trials 3
 
-Each prints one line per trial and a JSON summary (with the load average) at the end.
+Each prints one line per trial and a JSON summary (with the load average) at the end. kwok runs
+beside the control plane (the simulated cloud's Nodes: ``simcrash``, ``drains``).
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from karpenter.sandbox import kwok
 from karpenter.sandbox.controlplane import LocalControlPlane, ensure_binaries
 from tests.e2e.conftest import ControlPlane, install_crds
-from tests.faults import audit, cpfaults, crash, drains, ec2faults, failover
+from tests.faults import audit, cpfaults, crash, drains, ec2faults, failover, simcrash
 from tests.faults import aws as fa
 
 
@@ -42,6 +45,25 @@ async def _crash(plane: ControlPlane, url: str, args: argparse.Namespace, work: 
         "claims_created": sum(t.claims_created for t in report.trials),
         "restart_s_median": round(statistics.median(restarts), 1),
         "per_phase": {p: sum(1 for t in report.trials if t.phase == p) for p in crash.PHASES},
+    }
+
+
+async def _simcrash(plane: ControlPlane, _: str, args: argparse.Namespace, work: Path) -> Any:
+    report = await simcrash.campaign(plane, args.trials, args.seed, work)
+    restarts = [t.restart_s for t in report.trials]
+    return report.totals() | {
+        "leak_wait_s": round(report.leak_wait_s, 1),
+        "claims_created": sum(t.claims_created for t in report.trials),
+        "instances_launched": sum(t.instances_launched for t in report.trials),
+        "restart_s_median": round(statistics.median(restarts), 1),
+        "restart_s_max": round(max(restarts), 1),
+        "per_phase": {p: sum(1 for t in report.trials if t.phase == p) for p in simcrash.PHASES},
+        "controller_starts": report.controller_starts,
+        "leak_names": report.leaks,
+        "orphan_node_names": report.orphan_nodes,
+        "problem_trials": [
+            vars(t) for t in report.trials if t.duplicates or t.never_running or t.stuck
+        ],
     }
 
 
@@ -104,6 +126,8 @@ async def _drains(plane: ControlPlane, url: str, args: argparse.Namespace, _: Pa
             "seed": r.seed, "workloads": [f"{w.replicas}x {w.pdb}" for w in r.workloads],
             "breaches": len(r.breaches), "never_back": len(r.never_back),
             "dnd_early": len(r.dnd_early), "dnd_forced_at_deadline": r.dnd_forced,
+            "terminating_seen": r.terminating_seen, "grace_cut": len(r.grace_cut),
+            "grace_not_honoured": len(r.grace_not_honoured),
             "claims_terminated": r.claims_deleted, "pods_evicted_or_drained": r.evictions_seen,
             "samples": r.samples,
         })  # fmt: skip
@@ -117,6 +141,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 RUNS = {
     "crash": _crash,
+    "simcrash": _simcrash,
     "ec2": _ec2,
     "failover": _failover,
     "controlplane": _controlplane,
@@ -135,7 +160,12 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix=f"faults-{args.experiment}-"))
     start = time.monotonic()
     with (
-        LocalControlPlane(ensure_binaries(), work / "plane", audit_policy=audit.POLICY) as local,
+        LocalControlPlane(
+            ensure_binaries(),
+            work / "plane",
+            audit_policy=audit.POLICY,
+            kwok=kwok.KwokOptions(kwok.ensure_kwok()),
+        ) as local,
         fa.moto_server() as url,
     ):
         anyio.run(install_crds, local.kubeconfig)

@@ -1,7 +1,10 @@
 """The fault matrix's own control plane: audit log on, CRDs installed, one per session.
 
 Separate from the e2e session's plane because these experiments restart its apiserver,
-compact its etcd and read its audit log; nothing they do may disturb the e2e tests.
+compact its etcd and read its audit log; nothing they do may disturb the e2e tests. kwok runs
+beside it, as on the e2e plane: it plays the kubelet of the simulated cloud's Nodes (Ready, pods
+Running, deleted pods gone after their grace period) and leaves every other Node alone (the AWS
+experiments' node agent makes Nodes kwok does not adopt).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from karpenter.sandbox import kwok
 from karpenter.sandbox.controlplane import LocalControlPlane, ensure_binaries
 from tests.e2e.conftest import ControlPlane, install_crds
 from tests.faults import audit, aws
@@ -24,9 +28,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def fault_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """A control plane with the audit log on and Karpenter's CRDs installed."""
+    """A control plane with the audit log on, kwok beside it and Karpenter's CRDs installed."""
     work_dir = tmp_path_factory.mktemp("faultplane")
-    with LocalControlPlane(ensure_binaries(), work_dir, audit_policy=audit.POLICY) as local:
+    options = kwok.KwokOptions(kwok.ensure_kwok())
+    with LocalControlPlane(
+        ensure_binaries(), work_dir, audit_policy=audit.POLICY, kwok=options
+    ) as local:
         asyncio.run(install_crds(local.kubeconfig))
         yield ControlPlane(kubeconfig=local.kubeconfig, server=local.server, local=local)
 

@@ -1,19 +1,23 @@
 """Drains under pressure (matrix item 5): PDBs, do-not-disrupt, consolidation, drift and
-expiration at once, with an observer counting every PDB breach and every pod that never
+expiration at once, on kwok, with an observer counting every PDB breach and every pod that never
 came back.
 
-This runs on the current e2e harness (the kwok-backed nodes of issue 14 have not landed):
-the controller runs in-process on the simulated cloud; the kube-controller-manager's
-ReplicaSets bring evicted pods back; the test is the kubelet (bound pods are marked Running
-and Ready, which is what a PDB counts). Seeded random Deployments each get a PDB
-(minAvailable / maxUnavailable, integer or percent). Their NodePool consolidates at once,
-expires nodes after ``EXPIRE`` and drifts mid-run; a second pool holds
-``karpenter.sh/do-not-disrupt`` pods on nodes that expire too, with a short
-``terminationGracePeriod``: those pods may only go at the grace deadline.
+The controller runs in-process on the simulated cloud; kwok (beside the fault plane) is the
+kubelet of its Nodes: bound pods turn Running and Ready, a deleted pod stays terminating until
+its ``deletionTimestamp`` (deletion + its grace period) and only then goes; the
+kube-controller-manager's ReplicaSets bring evicted pods back. Seeded random Deployments (each
+pod with a terminationGracePeriodSeconds of 1-5 s) each get a PDB (minAvailable /
+maxUnavailable, integer or percent). Their NodePool consolidates at once, expires nodes after
+``EXPIRE`` and drifts mid-run; a second pool holds ``karpenter.sh/do-not-disrupt`` pods on
+nodes that expire too, with a short NodePool ``terminationGracePeriod``: those pods may only go
+at that deadline.
 
 The observer samples every 0.25 s: a PDB is breached when fewer of its pods are healthy
 (Ready, bound, not terminating) than it demands; a do-not-disrupt pod is lost early when it
-disappears before its node's claim deletion + terminationGracePeriod.
+disappears before its node's claim deletion + terminationGracePeriod; a pod's grace is cut
+when it was deleted with a shorter grace than its spec asks (``deletionGracePeriodSeconds``)
+outside a node's deadline, and not honoured when it disappeared before its
+``deletionTimestamp``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -34,6 +38,7 @@ from tests.e2e.conftest import ControlPlane
 from tests.faults import crash
 
 EXPIRE, DND_EXPIRE, DND_TGP = "45s", "30s", 20.0
+DND_POD_GRACE = 5  # the do-not-disrupt pods' own grace (below the node's deadline)
 CHAOS_S, SETTLE_S, SAMPLE_S = 75.0, 150.0, 0.25
 
 
@@ -43,6 +48,7 @@ class Workload:
     replicas: int
     cpu: str
     pdb: dict[str, Any]  # {"minAvailable": ...} or {"maxUnavailable": ...}
+    grace: int = 0  # the pods' terminationGracePeriodSeconds
 
     def desired_healthy(self) -> int:
         """The healthy pods the PDB demands (the disruption controller's rounding)."""
@@ -63,6 +69,9 @@ class Report:
     never_back: list[str] = field(default_factory=list)
     dnd_early: list[str] = field(default_factory=list)  # do-not-disrupt pods gone too soon
     dnd_forced: int = 0  # do-not-disrupt pods removed at their grace deadline
+    terminating_seen: int = 0  # pods seen terminating (kwok holding them for their grace)
+    grace_cut: list[str] = field(default_factory=list)  # deleted with less grace than asked
+    grace_not_honoured: list[str] = field(default_factory=list)  # gone before deletionTimestamp
     claims_deleted: int = 0
     evictions_seen: int = 0  # pods of PDB workloads that went away (evicted or drained)
 
@@ -77,7 +86,7 @@ def workloads(rng: random.Random, count: int) -> list[Workload]:
         else:
             value = rng.randint(1, replicas - 1)
         cpu = rng.choice(["200m", "400m", "700m"])
-        out.append(Workload(f"w{i}", replicas, cpu, {kind: value}))
+        out.append(Workload(f"w{i}", replicas, cpu, {kind: value}, rng.randint(1, 5)))
     return out
 
 
@@ -98,6 +107,7 @@ def _deployment(
     labels = {"app": w.name}
     body["spec"]["selector"] = {"matchLabels": labels}
     body["spec"]["template"]["metadata"] = {"labels": labels, "annotations": annotations or {}}
+    body["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = w.grace
     return body
 
 
@@ -121,31 +131,6 @@ def _healthy(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
 
-async def kubelet(kube: kc.KubeClient, ns: str) -> None:
-    """Mark bound pods Running and Ready, as their kubelet would."""
-    while True:
-        pods, _ = await kube.list(kc.PODS, ns)
-        now = codec.rfc3339(RealClock().now())
-        for p in pods:
-            if (
-                p["spec"].get("nodeName")
-                and not _healthy(p)
-                and not p["metadata"].get("deletionTimestamp")
-            ):
-                status = {
-                    "phase": "Running",
-                    "startTime": now,
-                    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
-                }
-                try:
-                    await kube.merge_patch(
-                        kc.PODS, p["metadata"]["name"], {"status": status}, ns, subresource="status"
-                    )
-                except Exception:
-                    pass  # deleted meanwhile
-        await anyio.sleep(SAMPLE_S)
-
-
 @dataclass
 class Observer:
     kube: kc.KubeClient
@@ -156,6 +141,7 @@ class Observer:
     deleting: dict[str, float] = field(default_factory=dict)  # node → its claim's deletion
     seen: set[str] = field(default_factory=set)  # uids of PDB workloads' pods
     breached: set[str] = field(default_factory=set)
+    terminating: dict[str, float] = field(default_factory=dict)  # uid → its deletionTimestamp
 
     async def run(self) -> None:
         while True:
@@ -176,6 +162,7 @@ class Observer:
             by_app.setdefault(p["metadata"].get("labels", {}).get("app", ""), []).append(p)
         self._pdbs(by_app)
         self._dnd(by_app.get("dnd", []))
+        self._graceful(pods)
 
     def _pdbs(self, by_app: dict[str, list[dict[str, Any]]]) -> None:
         whole = True
@@ -212,6 +199,30 @@ class Observer:
                 self.report.dnd_forced += 1
         self.dnd.update({u: n for u, n in live.items() if n})
 
+    def _graceful(self, pods: list[dict[str, Any]]) -> None:
+        """Each deleted pod: asked grace kept, and present until its deletionTimestamp."""
+        now = RealClock().now()
+        live = set()
+        for p in pods:
+            meta, uid = p["metadata"], p["metadata"]["uid"]
+            live.add(uid)
+            stamp = codec.parse_time(meta.get("deletionTimestamp"))
+            if stamp is None or uid in self.terminating:
+                continue
+            self.terminating[uid] = stamp
+            self.report.terminating_seen += 1
+            asked = int(p["spec"].get("terminationGracePeriodSeconds") or 0)
+            given = int(meta.get("deletionGracePeriodSeconds") or 0)
+            node = p["spec"].get("nodeName", "")
+            # a do-not-disrupt pod may be cut short to meet its node's deadline, nothing else
+            deadline = node in self.deleting and meta.get("labels", {}).get("app") == "dnd"
+            if given < asked and not deadline:
+                self.report.grace_cut.append(f"{meta['name']}: {given}s < {asked}s")
+        for uid in [u for u in self.terminating if u not in live]:
+            stamp = self.terminating.pop(uid)
+            if now < stamp - SAMPLE_S:  # gone before kwok's kubelet should have let it go
+                self.report.grace_not_honoured.append(f"{uid}: {stamp - now:.1f}s early")
+
 
 async def _whole(kube: kc.KubeClient, ns: str, ws: list[Workload]) -> list[str]:
     pods, _ = await kube.list(kc.PODS, ns)
@@ -240,11 +251,10 @@ async def experiment(
             for w in report.workloads:
                 await kube.create(kc.PDBS, _pdb(w), ns)
                 await kube.create(kc.DEPLOYMENTS, _deployment(w, pool), ns)
-            dnd = Workload("dnd", 2, "300m", {"maxUnavailable": 0})
+            dnd = Workload("dnd", 2, "300m", {"maxUnavailable": 0}, DND_POD_GRACE)
             annotations = {"karpenter.sh/do-not-disrupt": "true"}
             await kube.create(kc.DEPLOYMENTS, _deployment(dnd, dnd_pool, annotations), ns)
             observer = Observer(kube, ns, report)
-            tg.start_soon(kubelet, kube, ns)
             tg.start_soon(observer.run)
             await anyio.sleep(CHAOS_S / 3)
             # drift: the template changes under every node of the pool
@@ -254,9 +264,7 @@ async def experiment(
             # consolidation: the biggest workload shrinks, leaving room to pack
             biggest = max(report.workloads, key=lambda w: w.replicas)
             await kube.merge_patch(kc.DEPLOYMENTS, biggest.name, {"spec": {"replicas": 2}}, ns)
-            report.workloads[report.workloads.index(biggest)] = Workload(
-                biggest.name, 2, biggest.cpu, biggest.pdb
-            )
+            report.workloads[report.workloads.index(biggest)] = replace(biggest, replicas=2)
             await anyio.sleep(CHAOS_S / 3)
             try:
                 await harness.eventually(

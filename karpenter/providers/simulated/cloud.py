@@ -8,7 +8,8 @@ record (``instances``: one ConfigMap per instance); ``boot_delay_s`` later the
 instance registers its Node — created with its status in the same call (capacity,
 allocatable, an address, node info; the apiserver keeps a Node's status on create), the
 claim's labels and taints, the ``karpenter.sh/unregistered`` taint a kubelet registers with,
-kwok's annotation so kwok adopts it and turns it Ready, and providerID
+kwok's annotation so kwok adopts it and turns it Ready, the ``karpenter.sh/do-not-sync-taints``
+label (it registers with its taints, as the AWS provider's kubelets do), and providerID
 ``simulated://<claim name>``. The claim's startup taints are listed for the node agent (a kwok
 Stage), which removes them ``startup_agent_delay_s`` after the Node is Ready, as a CNI agent
 would. ``delete`` removes the record, then the Node; afterwards every call reports
@@ -367,6 +368,10 @@ def node_manifest(
         [{"key": lbl.TAINT_UNREGISTERED, "effect": "NoExecute"}],
         [codec.taint(t) for t in (*claim.taints, *claim.startup_taints)],
     )
+    # registered with every taint, as a kubelet's --register-with-taints: Karpenter must not
+    # merge them again at registration, which would put back a startup taint the node agent
+    # already removed when registration came late (a controller restart; upstream #1772)
+    labels = {**labels, lbl.DO_NOT_SYNC_TAINTS: "true"}
     # kwok's convention (upstream's kwok provider sets it too): kwok adopts the Node
     annotations = {lbl.KWOK_NODE[0]: lbl.KWOK_NODE[1]}
     if claim.startup_taints and agent_delay_s is not None:

@@ -47,7 +47,8 @@ class Record:
     def claim(self) -> NodeClaim:
         """The launched NodeClaim as the CloudProvider port reports it."""
         status = self.node.get("status") or {}
-        labels = self.labels
+        labels = dict(self.labels)
+        labels.pop(lbl.DO_NOT_SYNC_TAINTS, None)  # the kubelet's own, not the claim's
         return NodeClaim(
             self.name,
             labels.get(lbl.NODEPOOL, ""),
