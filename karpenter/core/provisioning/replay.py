@@ -100,8 +100,16 @@ def _commit(ctx: PassContext, claim: Claim, fit: ClaimFit, placement: Placement)
     pod = placement.work.pod
     claim.pods.append(pod)
     claim.host_ports.extend(pod.host_ports)
+    # Counted with the requirements the first pass counted it with, on the new hostname: a pod
+    # that first landed on a claim whose zone was still open counted in no zone then, and the
+    # class's zone, already on this claim, must not count it now (zone counts stay the first
+    # pass's, so zone spreads and affinities see what they saw then).
     ctx.topology.record(
-        pod, fit.requirements, claim.hostname, claim.template.taints, placement.groups.inverse_owned
+        pod,
+        placement.requirements,
+        claim.hostname,
+        claim.template.taints,
+        placement.groups.inverse_owned,
     )
 
 
