@@ -6,8 +6,10 @@ counted exactly as before; every other pod is offered to its planned claim throu
 ``targets.try_claim`` (requirements, taints, host ports, resources with daemon overhead, volume
 topology, topology spread and pod (anti-)affinity, minValues) and committed as the scheduler
 commits. A planned claim is created at its first pod with the NodePool-limit mask the scheduler
-would give it at that point. Because classes keep their zones and the order is the first pass's,
-zone-scoped counts evolve as they did then; a pod the predicates refuse fails its whole class.
+would give it at that point. Every pod is counted with the requirements the first pass counted
+it with (its new claim already carries the class's final zone, which the first pass may not
+have known yet); with classes keeping their zones and the order the first pass's, zone-scoped
+counts evolve exactly as they did then. A pod the predicates refuse fails its whole class.
 """
 
 from __future__ import annotations
