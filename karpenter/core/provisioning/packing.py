@@ -187,6 +187,8 @@ class _Engine:
         self.left = [k.count for k in problem.kinds]  # pinned bins not yet fixed
         self.fitting: list[tuple[int, ...]] = []  # per kind, cheapest first (``bintypes``)
         self._capacities: list[tuple[tuple[int, tuple[int, ...]], ...]] = []  # the same
+        self._positions: list[dict[int, int]] = []  # per kind, type -> place in ``fitting``
+        self._holders: dict[tuple[int, tuple[int, ...]], int] = {}  # ``_first_holder``'s
         self.pricing: list[tuple[int, ...]] = []
         prices = [t.price for t in problem.types]
         capacities = [t.capacity for t in problem.types]
@@ -197,6 +199,7 @@ class _Engine:
             rooms = {t: problem.room(k, t) for t in types}
             self.fitting.append(types)
             self._capacities.append(tuple((t, problem.types[t].capacity) for t in types))
+            self._positions.append({t: n for n, t in enumerate(types)})
             self.pricing.append(
                 bintypes.pricing(prices, rooms, types, problem.sizes, mix, not kind.count)
             )
@@ -227,14 +230,27 @@ class _Engine:
     def _cheapest(self, kind: int, counts: Sequence[int], fallback: int) -> int:
         """The first of ``kind``'s fitting types (cheapest first) that holds ``counts``; the
         scan ends at ``fallback`` (the type the pattern was found for, which holds it)."""
+        key = (kind, tuple(counts))
+        holder = self._holders.get(key)
+        if holder is None:
+            # seeding and pricing meet the same patterns on many types: scan each once
+            holder = self._holders[key] = self._first_holder(kind, key[1])
+        if holder < 0:
+            return fallback
+        position = self._positions[kind]
+        if position.get(fallback, len(position)) < position[holder]:
+            return fallback  # the scan would have stopped at ``fallback`` first
+        return holder
+
+    def _first_holder(self, kind: int, counts: Sequence[int]) -> int:
+        """The first of ``kind``'s fitting types (cheapest first) that holds ``counts`` (-1:
+        none)."""
         need = self.p.load(kind, counts)
         le = operator.le
         for t, capacity in self._capacities[kind]:
             if all(map(le, need, capacity)):
                 return t
-            if t == fallback:
-                break
-        return fallback
+        return -1
 
     def trim(self, bins: Sequence[Bin]) -> list[Bin]:
         """Remove items covered twice (from the last bins first), then retype each bin to the

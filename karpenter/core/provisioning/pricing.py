@@ -22,8 +22,10 @@ def fit_count(size: Sequence[int], room: Sequence[int], limit: int) -> int:
     n = limit
     for s, r in zip(size, room, strict=True):
         if s > 0:
-            n = min(n, r // s)
-    return max(n, 0)
+            q = r // s
+            if q < n:  # noqa: PLR1730 - pricing's innermost loop; min() costs a call
+                n = q
+    return n if n > 0 else 0
 
 
 def fits(sizes: Sequence[Sequence[int]], counts: Sequence[int], room: Sequence[int]) -> bool:

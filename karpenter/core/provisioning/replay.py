@@ -6,8 +6,10 @@ counted exactly as before; every other pod is offered to its planned claim throu
 ``targets.try_claim`` (requirements, taints, host ports, resources with daemon overhead, volume
 topology, topology spread and pod (anti-)affinity, minValues) and committed as the scheduler
 commits. A planned claim is created at its first pod with the NodePool-limit mask the scheduler
-would give it at that point. Because classes keep their zones and the order is the first pass's,
-zone-scoped counts evolve as they did then; a pod the predicates refuse fails its whole class.
+would give it at that point. Every pod is counted with the requirements the first pass counted
+it with (its new claim already carries the class's final zone, which the first pass may not
+have known yet); with classes keeping their zones and the order the first pass's, zone-scoped
+counts evolve exactly as they did then. A pod the predicates refuse fails its whole class.
 """
 
 from __future__ import annotations
@@ -100,8 +102,16 @@ def _commit(ctx: PassContext, claim: Claim, fit: ClaimFit, placement: Placement)
     pod = placement.work.pod
     claim.pods.append(pod)
     claim.host_ports.extend(pod.host_ports)
+    # Counted with the requirements the first pass counted it with, on the new hostname: a pod
+    # that first landed on a claim whose zone was still open counted in no zone then, and the
+    # class's zone, already on this claim, must not count it now (zone counts stay the first
+    # pass's, so zone spreads and affinities see what they saw then).
     ctx.topology.record(
-        pod, fit.requirements, claim.hostname, claim.template.taints, placement.groups.inverse_owned
+        pod,
+        placement.requirements,
+        claim.hostname,
+        claim.template.taints,
+        placement.groups.inverse_owned,
     )
 
 
