@@ -7,17 +7,20 @@ from dataclasses import replace
 
 import pytest
 
+from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.disruption import split
 from karpenter.core.disruption.consolidation import worst_launch_price
 from karpenter.core.disruption.context import new_pass
 from karpenter.core.disruption.planner import plan
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
-from karpenter.core.model.cluster import Options
+from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import Node
+from karpenter.core.model.nodepool import Budget
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning import lp
+from karpenter.core.provisioning.scheduler import solve
 from karpenter.settings import Settings
 from tests.support import builders as b
 
@@ -133,3 +136,34 @@ def test_do_not_disrupt_blocks_a_split() -> None:
     held = replace(pods[0], annotations={lbl.DO_NOT_DISRUPT: "true"})
     cluster = b.cluster([b.nodepool()], _families(), nodes=(node,), pods=(held, *pods[1:]))
     assert plan(cluster, Options(), NOW).steps == ()
+
+
+def _fragmented_fleet(budget: str) -> tuple[Cluster, float]:
+    """Eight half-step-wasting nodes of a linearly priced catalogue, and one pass's price for
+    their pods (what the 200-pod kwok run scaled to 60 leaves behind)."""
+    types = fake_instance_types(8)
+    it3 = next(t for t in types if t.name == "fake-it-3")
+    pool = b.nodepool("p")
+    pool = replace(pool, disruption=replace(pool.disruption, budgets=(Budget(budget),)))
+    nodes, pods = [], []
+    for i, count in enumerate((8, 8, 8, 8, 7, 7, 7, 7)):
+        nodes.append(b.managed_node(f"n{i}", it3, zone="test-zone-1", pool="p", creation=NOW))
+        pods += [b.bound(f"n{i}", cpu="450m", memory="64Mi") for _ in range(count)]
+    cluster = b.cluster([pool], types, nodes=tuple(nodes), pods=tuple(pods))
+    fresh = [replace(p, node_name="", phase="Pending") for p in pods]
+    one_pass = solve(b.cluster([pool], types), fresh, Options()).price
+    return cluster, one_pass
+
+
+def test_a_fragmented_fleet_is_repacked_to_one_pass_price_when_the_budget_allows() -> None:
+    """With every node disruptible, split consolidation takes the fleet to what one
+    provisioning pass buys for its pods; under the default 10% budget each command takes one
+    node, and the fleet stops above that price (single-node steps cannot undo fragmentation)."""
+    cluster, one_pass = _fragmented_fleet("100%")
+    result = plan(cluster, Options(), NOW + 60)
+    assert result.price_before == pytest.approx(8 * 1.2589934592)
+    assert result.price_after == pytest.approx(one_pass)
+    capped, _ = _fragmented_fleet("10%")
+    stopped = plan(capped, Options(), NOW + 60)
+    assert all(len(s.command.candidates) == 1 for s in stopped.steps)
+    assert stopped.price_after > one_pass * 1.05

@@ -29,12 +29,13 @@ pytestmark = pytest.mark.e2e
 FAST = (0.5, 1.0)
 CATALOG = 8
 WAIT_S = 240.0
-# How far above a fresh pass's price the consolidated fleet may stop. Consolidation minimises
-# price one command at a time under the default 10% budget: on this linearly priced catalogue
-# a fleet whose nodes each waste less than one size step stays (seen: 8 nodes at $10.07/h
-# against one pass's 5 at $8.81, 1.14x); only a repack of the whole fleet at once would
-# reach the fresh pass's packing.
-SLACK = 1.2
+# How far above a fresh pass's price the consolidated fleet may stop. The NodePool allows every
+# node to be disrupted at once, as upstream's performance suite's does: under the default 10%
+# budget multi-node consolidation takes one candidate at a time, and on this linearly priced
+# catalogue a fleet whose nodes each waste less than a size step then stays (seen: 8 nodes at
+# $10.07/h against one pass's 5 at $8.81, 1.14x). With the whole fleet in play, split
+# consolidation repacks it to the fresh pass's price (the same shape offline: $10.07 -> $8.81).
+SLACK = 1.1
 
 
 def _deployment(pool: str, replicas: int) -> dict[str, Any]:
@@ -105,6 +106,7 @@ async def test_200_pods_out_and_back_on_kwok(control_plane: ControlPlane) -> Non
         body["spec"]["disruption"] = {
             "consolidationPolicy": "WhenEmptyOrUnderutilized",
             "consolidateAfter": "0s",
+            "budgets": [{"nodes": "100%"}],
         }
         await kube.create(kc.NODEPOOLS, body)
         await kube.create(kc.DEPLOYMENTS, _deployment(pool, 200), ns)
