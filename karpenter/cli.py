@@ -1,6 +1,6 @@
 """Command-line entry: parses arguments and hands over to a composition root.
 
-``karpenter simulate`` runs the decision core offline (see ``docs/simulate.md`` and the contract
+``karpenter simulate`` runs the decision core offline (see the README and the contract
 in the shared spec). Exit status 0 when the simulation ran, 2 for bad input with one line on
 stderr naming the document and field at fault; never a traceback for bad input.
 ``karpenter run`` runs the controller (``operator.Operator``) against a cluster, and
