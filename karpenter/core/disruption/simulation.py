@@ -88,8 +88,9 @@ def waiting_pods(
     return waiting() if reuse is None else reuse.derived(cluster, "disruption.waiting", waiting)
 
 
-def _free_standing(pod: Pod) -> bool:
-    """The pod's placement depends on no other pod and no volume."""
+def unconstrained(pod: Pod) -> bool:
+    """The pod's placement depends on no other pod and no volume (no topology spread, pod
+    (anti-)affinity or claims): what a what-if decided for it holds however others move."""
     return not (
         pod.topology_spread
         or pod.required_affinity
@@ -169,7 +170,7 @@ def reschedule(
     # buffer pods are part of what a split depends on: a split must find them room too
     everyone = [*others, *buffered, *moving]
     trace: tuple[object, ...]
-    if any(p.limits for p in cluster.nodepools) or not all(_free_standing(p) for p in everyone):
+    if any(p.limits for p in cluster.nodepools) or not all(unconstrained(p) for p in everyone):
         trace = tuple((p.key, where.get(p.key, "!")) for p in everyone)
     else:
         claimed = tuple(tuple(p.key for p in c.pods) for c in results.new_claims)

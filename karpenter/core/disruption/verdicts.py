@@ -46,9 +46,8 @@ from karpenter.core.disruption.commands import Command, NoOp
 from karpenter.core.disruption.consolidation import consolidate
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.prefilter import Assessment, assess, verdict
-from karpenter.core.disruption.simulation import OUTCOMES, Outcome
+from karpenter.core.disruption.simulation import OUTCOMES, Outcome, unconstrained
 from karpenter.core.model import resources as res
-from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.existing import StateNode
 
 if TYPE_CHECKING:
@@ -70,18 +69,6 @@ def order(state: StateNode) -> Order:
 def room_for(shape: Mapping[str, int], remaining: Mapping[str, int]) -> bool:
     """The free-capacity index would offer a node this much room to a pod of ``shape``."""
     return all(remaining.get(k, 0) >= shape.get(k, 0) for k in _TRACKED if shape.get(k, 0) > 0)
-
-
-def unconstrained(pod: Pod) -> bool:
-    """The pod's placement depends on no other pod and no volume (see the module docstring)."""
-    return not (
-        pod.topology_spread
-        or pod.required_affinity
-        or pod.preferred_affinity
-        or pod.required_anti_affinity
-        or pod.preferred_anti_affinity
-        or pod.pvc_names
-    )
 
 
 @dataclass(slots=True)

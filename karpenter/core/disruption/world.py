@@ -30,8 +30,8 @@ from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.context import DisruptionPass, budget_counts, count
 from karpenter.core.disruption.ranking import CandidateIndex
 from karpenter.core.disruption.retries import FailedSplits
-from karpenter.core.disruption.simulation import pending_pods
-from karpenter.core.disruption.verdicts import VerdictMemo, order, unconstrained
+from karpenter.core.disruption.simulation import pending_pods, unconstrained
+from karpenter.core.disruption.verdicts import VerdictMemo, order
 from karpenter.core.lifecycle import nodepool_hash
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
