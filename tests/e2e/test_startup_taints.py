@@ -4,6 +4,8 @@ initialized and pods that do not tolerate the taint wait."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import anyio
 import pytest
 
@@ -20,6 +22,25 @@ pytestmark = pytest.mark.e2e
 AGENT_TAINT = "example.com/agent-not-ready"
 
 
+async def _tainted_pool(kube: kc.KubeClient, prefix: str) -> tuple[str, str]:
+    """A NodePool whose template carries the agent's startup taint, and a pod ``app`` for it
+    in a fresh namespace: (pool, namespace)."""
+    pool = harness.unique(prefix)
+    ns = await harness.namespace(kube)
+    body = harness.nodepool(pool)
+    body["spec"]["template"]["spec"]["startupTaints"] = [
+        {"key": AGENT_TAINT, "effect": "NoSchedule"}
+    ]
+    await kube.create(kc.NODEPOOLS, body)
+    await kube.create(kc.PODS, harness.pod("app", pool), ns)
+    return pool, ns
+
+
+async def _launched(kube: kc.KubeClient, pool: str) -> bool:
+    claims = await harness.claims_of(kube, pool)
+    return bool(claims) and bool(claims[0].get("status", {}).get("providerID"))
+
+
 @pytest.mark.asyncio
 async def test_node_agent_removes_startup_taints_then_pods_run(
     control_plane: ControlPlane,
@@ -27,19 +48,10 @@ async def test_node_agent_removes_startup_taints_then_pods_run(
     """A Node registers with the startup taint; the agent removes it (and only it) after the
     delay; the claim initializes and the pod runs."""
     async with (
-        harness.running(control_plane.kubeconfig) as op,
+        harness.running(control_plane.kubeconfig, agent_delay_s=3.0),
         kc.connect(control_plane.kubeconfig) as kube,
     ):
-        assert isinstance(op.cloud, SimulatedCloud)
-        op.cloud.startup_agent_delay_s = 3.0
-        pool = harness.unique("agent")
-        ns = await harness.namespace(kube)
-        body = harness.nodepool(pool)
-        body["spec"]["template"]["spec"]["startupTaints"] = [
-            {"key": AGENT_TAINT, "effect": "NoSchedule"}
-        ]
-        await kube.create(kc.NODEPOOLS, body)
-        await kube.create(kc.PODS, harness.pod("app", pool), ns)
+        pool, ns = await _tainted_pool(kube, "agent")
 
         async def tainted_node() -> str:
             claims = await harness.claims_of(kube, pool)
@@ -85,24 +97,11 @@ async def test_agent_done_before_a_late_registration_keeps_its_taint_off(
     without putting the startup taint back, so the claim initializes and the pod runs (found
     by the simulated crash experiment, tests/faults/simcrash.py)."""
     async with kc.connect(control_plane.kubeconfig) as kube:
-        pool = harness.unique("agentfirst")
-        ns = await harness.namespace(kube)
-        body = harness.nodepool(pool)
-        body["spec"]["template"]["spec"]["startupTaints"] = [
-            {"key": AGENT_TAINT, "effect": "NoSchedule"}
-        ]
-        await kube.create(kc.NODEPOOLS, body)
-        await kube.create(kc.PODS, harness.pod("app", pool), ns)
-
-        async def launched() -> bool:
-            claims = await harness.claims_of(kube, pool)
-            return bool(claims) and bool(claims[0].get("status", {}).get("providerID"))
+        pool, ns = await _tainted_pool(kube, "agentfirst")
 
         # launch only: the instance boots 3 s later, by which time this controller is gone
-        async with harness.running(control_plane.kubeconfig, boot_delay_s=3.0) as op:
-            assert isinstance(op.cloud, SimulatedCloud)
-            op.cloud.startup_agent_delay_s = 0.5
-            await harness.eventually(launched, "the claim launched")
+        async with harness.running(control_plane.kubeconfig, boot_delay_s=3.0, agent_delay_s=0.5):
+            await harness.eventually(partial(_launched, kube, pool), "the claim launched")
         claim = (await harness.claims_of(kube, pool))[0]
         name = codec.name(claim)
         assert not codec.condition_true(claim, "Registered")
@@ -145,23 +144,11 @@ async def test_relaunch_pass_that_registers_keeps_startup_taints(
     pod waits for that node and no second NodeClaim is made (found by the simulated crash
     experiment, tests/faults/simcrash.py: a duplicate launch)."""
     async with kc.connect(control_plane.kubeconfig) as kube:
-        pool = harness.unique("relaunch")
-        ns = await harness.namespace(kube)
-        body = harness.nodepool(pool)
-        body["spec"]["template"]["spec"]["startupTaints"] = [
-            {"key": AGENT_TAINT, "effect": "NoSchedule"}
-        ]
-        await kube.create(kc.NODEPOOLS, body)
-        await kube.create(kc.PODS, harness.pod("app", pool), ns)
+        pool, ns = await _tainted_pool(kube, "relaunch")
 
-        async def launched() -> bool:
-            claims = await harness.claims_of(kube, pool)
-            return bool(claims) and bool(claims[0].get("status", {}).get("providerID"))
-
-        async with harness.running(control_plane.kubeconfig, boot_delay_s=3.0) as op:
-            assert isinstance(op.cloud, SimulatedCloud)
-            op.cloud.startup_agent_delay_s = 20.0  # the taint stays through the test
-            await harness.eventually(launched, "the claim launched")
+        # the taint stays through the test
+        async with harness.running(control_plane.kubeconfig, boot_delay_s=3.0, agent_delay_s=20.0):
+            await harness.eventually(partial(_launched, kube, pool), "the claim launched")
         name = codec.name((await harness.claims_of(kube, pool))[0])
         # the kill beat the status write: the claim does not know it was launched
         gone = dict.fromkeys(("conditions", "providerID", "imageID", "capacity", "allocatable"))
