@@ -21,6 +21,7 @@ from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.provisioning.scheduler import solve
 from karpenter.kube import client as kc
 from karpenter.kube import codec
+from karpenter.viewer.model import price_book
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 
@@ -63,16 +64,13 @@ async def _running(kube: kc.KubeClient, ns: str, count: int) -> list[dict[str, A
 
 def _fleet_price(claims: list[dict[str, Any]]) -> float:
     """What the claims' Nodes cost per hour (their offering's catalogue price)."""
-    types = {it.name: it for it in fake_instance_types(CATALOG)}
+    book = price_book(fake_instance_types(CATALOG))
     total = 0.0
     for claim in claims:
         labels = codec.meta(claim).get("labels") or {}
-        it = types[labels[lbl.INSTANCE_TYPE]]
-        total += next(
-            o.price
-            for o in it.offerings
-            if o.zone == labels[lbl.ZONE] and o.capacity_type == labels[lbl.CAPACITY_TYPE]
-        )
+        price = book.price(labels[lbl.INSTANCE_TYPE], labels[lbl.ZONE], labels[lbl.CAPACITY_TYPE])
+        assert price is not None, labels
+        total += price
     return total
 
 
