@@ -35,7 +35,8 @@ from karpenter.core import buffers
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.results import Results
 from karpenter.kube import codec, errors
-from karpenter.kube.client import CAPACITYBUFFERS, Obj, Resource
+from karpenter.kube.client import CAPACITYBUFFERS, KubeClient, Obj, Resource
+from karpenter.state.cluster import ClusterState
 
 REQUEUE_S = 30.0
 
@@ -106,20 +107,7 @@ class CapacityBuffers(Controller):
         return self.requeue_s
 
     async def _resolve(self, spec: api.BufferSpec) -> api.Resolution:
-        src = api.source(spec)
-        if isinstance(src, api.Resolution):
-            return src
-        found: Obj | None
-        if src.kind == "PodTemplate":
-            template = self.state.pod_templates.raw(f"{spec.namespace}/{src.name}")
-            found = dict(template) if template is not None else None
-        else:
-            workload = Resource("apps", "v1", src.plural, src.kind, namespaced=True)
-            try:
-                found = await self.kube.get(workload, src.name, spec.namespace)
-            except errors.NotFound:
-                found = None
-        return api.resolve(spec, src, found)
+        return await resolve(self.kube, self.state, spec)
 
     async def _write_ready(self, raw: Obj, resolution: api.Resolution) -> None:
         status = "True" if resolution.ready else "False"
@@ -186,3 +174,22 @@ class CapacityBuffers(Controller):
                 )
             except (errors.ApiError, OSError) as err:
                 self._log.warning("buffer status write failed", buffer=key, error=str(err))
+
+
+async def resolve(kube: KubeClient, state: ClusterState, spec: api.BufferSpec) -> api.Resolution:
+    """Resolve ``spec`` read-only: its PodTemplate from the mirror, a ``scalableRef`` workload
+    by a GET (``karpenter explain`` resolves buffers the same way, writing nothing)."""
+    src = api.source(spec)
+    if isinstance(src, api.Resolution):
+        return src
+    found: Obj | None
+    if src.kind == "PodTemplate":
+        template = state.pod_templates.raw(f"{spec.namespace}/{src.name}")
+        found = dict(template) if template is not None else None
+    else:
+        workload = Resource("apps", "v1", src.plural, src.kind, namespaced=True)
+        try:
+            found = await kube.get(workload, src.name, spec.namespace)
+        except errors.NotFound:
+            found = None
+    return api.resolve(spec, src, found)

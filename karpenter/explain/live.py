@@ -4,7 +4,8 @@ No watch: the cloud provider chosen by name (``providers.registry``) is opened o
 controller opens it (its services are not run), every resource the controller's mirror holds,
 and the provider's own kinds, are listed once into a fresh ``ClusterState`` (the same
 decoders), each NodePool gets the instance types the provisioner would get
-(``controllers.launching.instance_types``: the provider's, with NodeOverlays), and the pure
+(``controllers.launching.instance_types``: the provider's, with NodeOverlays), CapacityBuffers
+(behind their gate) are resolved into virtual pods read-only, and the pure
 verdicts of ``explain.pods`` / ``explain.nodes`` are rendered. Setup failures (kubeconfig,
 unreachable apiserver, missing CRDs, no such pod or node) are raised as ``ExplainError`` with
 one line for the person at the terminal.
@@ -22,12 +23,14 @@ import structlog
 
 from karpenter.aio.clock import Clock
 from karpenter.cloud.plugin import Host, Plugin
+from karpenter.controllers import capacity_buffers
 from karpenter.controllers.launching import instance_types
+from karpenter.core import buffers
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.explain import nodes, pods, render
 from karpenter.kube import client as kc
-from karpenter.kube import errors, preflight
+from karpenter.kube import codec, errors, preflight
 from karpenter.kube.events import EventRecorder
 from karpenter.observability.metrics import Metrics
 from karpenter.operator import mirror_feeds
@@ -91,6 +94,18 @@ def answer(
         raise ExplainError(why) from None
 
 
+async def _resolve_buffers(kube: kc.KubeClient, state: ClusterState) -> None:
+    """Every listed buffer's virtual pods, resolved as the buffer controller resolves them (no
+    status written): the verdicts then count the headroom the controller keeps."""
+    for key, entry in sorted(state.capacity_buffers.entries.items()):
+        raw = state.capacity_buffers.raw(key)
+        if entry.value is None or raw is None or codec.meta(raw).get("deletionTimestamp"):
+            continue
+        resolution = await capacity_buffers.resolve(kube, state, entry.value)
+        if resolution.buffer is not None:
+            state.virtual_pods.set(key, buffers.virtual_pods(resolution.buffer))
+
+
 async def explain(
     kubeconfig: Path | None,
     provider: registry.Provider,
@@ -99,13 +114,15 @@ async def explain(
     req: Request,
 ) -> render.JSON:
     """Connect, check, open the provider, list once, answer."""
-    overlays = settings.feature_gates["NodeOverlay"]
+    gates = settings.feature_gates
+    feeds = {"overlays": gates["NodeOverlay"], "buffers": gates["CapacityBuffer"]}
     try:
         async with opened(kubeconfig, provider, settings, clock) as (kube, host, plugin):
             state = host.state
-            for resource, sink in [*mirror_feeds(state, overlays=overlays), *plugin.informers]:
+            for resource, sink in [*mirror_feeds(state, **feeds), *plugin.informers]:
                 objects, _ = await kube.list(resource)
                 sink.replace(objects)
+            await _resolve_buffers(kube, state)
             now = clock.now()
             types = await pool_types(plugin, state, now)
             options = plugin.options

@@ -1,13 +1,13 @@
 """Why a pod is where it is, or where Karpenter would put it: the provisioner's solve, for one pod.
 
 Pure: a snapshot, the pods the provisioner would batch, options in; a ``PodVerdict`` out. The
-pass is the provisioner's own (``scheduler.solve`` over every provisionable pod, since pending
-pods compete for the same room); the verdict is this pod's part of it: an existing node it
-fits on, an in-flight NodeClaim (launched but not yet a node), a new NodeClaim (its NodePool,
-its instance types cheapest first and the launch), or the per-NodePool reasons it fits none,
-word for word what ``karpenter simulate`` prints. A pod the kube-scheduler has not marked
-``Unschedulable`` is not provisionable yet; it is still solved, so the answer says what would
-happen once it is.
+pass is the provisioner's own (``scheduler.solve`` over every provisionable pod and every
+CapacityBuffer virtual pod, since they compete for the same room); the verdict is this pod's
+part of it: an existing node it fits on, an in-flight NodeClaim (launched but not yet a node),
+a new NodeClaim (its NodePool, its instance types cheapest first and the launch), or the
+per-NodePool reasons it fits none, word for word what ``karpenter simulate`` prints. A pod the
+kube-scheduler has not marked ``Unschedulable`` is not provisionable yet; it is still solved,
+so the answer says what would happen once it is.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ def explain_pod(
         "ignore it); this is what Karpenter would do once it does"
     )
     pending = list(provisionable) if is_provisionable else [*provisionable, pod]
-    results = solve(cluster, pending, options)
+    # CapacityBuffer virtual pods compete for the same room, as in the provisioner's pass
+    results = solve(cluster, [*pending, *cluster.virtual_pods], options)
     found = placements(results, {n.name for n in cluster.nodes}).get(key)
     if found is None:
         why = "the pass did not place it (it opts out of Karpenter nodes)"

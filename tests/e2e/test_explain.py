@@ -6,11 +6,15 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from karpenter.kube import client as kc
+from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 from tests.e2e.scene import Scene, scene
 
@@ -95,3 +99,43 @@ def test_explain_not_found(control_plane: ControlPlane, args: tuple[str, ...], l
     """A name the cluster lacks is one line on stderr, exit 2."""
     done = karpenter("explain", *args, "--kubeconfig", str(control_plane.kubeconfig))
     assert (done.returncode, done.stderr.splitlines(), done.stdout) == (2, [line], "")
+
+
+def test_explain_counts_capacity_buffer_headroom(control_plane: ControlPlane, scene: Scene) -> None:
+    """With the CapacityBuffer gate on, a buffer's virtual pods are resolved (read-only: no
+    status written) and solved with the pending pods, so the claim a pod would get carries
+    them; with the gate off the same buffer is ignored."""
+
+    async def add(kube: kc.KubeClient) -> None:
+        template = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": "chunk"},
+            "template": {"spec": harness.pod("x", scene.pool, cpu="2")["spec"]},
+        }
+        await kube.create(kc.PODTEMPLATES, template, scene.ns)
+        buffer = {
+            "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+            "kind": "CapacityBuffer",
+            "metadata": {"name": "warm"},
+            "spec": {"podTemplateRef": {"name": "chunk"}, "replicas": 1},
+        }
+        await kube.create(kc.CAPACITYBUFFERS, buffer, scene.ns)
+
+    async def status(kube: kc.KubeClient) -> object:
+        return (await kube.get(kc.CAPACITYBUFFERS, "warm", scene.ns)).get("status")
+
+    async def run(step: Callable[[kc.KubeClient], Awaitable[Any]]) -> Any:
+        async with kc.connect(control_plane.kubeconfig) as kube:
+            return await step(kube)
+
+    anyio.run(run, add)
+    args = ("explain", "pod", f"{scene.ns}/wide", "--kubeconfig", str(control_plane.kubeconfig))
+    gated = karpenter(*args, "--output", "json", env={"FEATURE_GATES": "CapacityBuffer=true"})
+    assert gated.returncode == 0, gated.stderr
+    claim = json.loads(gated.stdout)["nodeClaim"]
+    assert claim["pods"] == [f"{scene.ns}/wide"]
+    assert claim["capacityBufferPods"] == [f"{scene.ns}/capacity-buffer-warm-1"]
+    plain = _explain(control_plane, "pod", f"{scene.ns}/wide")
+    assert "capacityBufferPods" not in plain["nodeClaim"]
+    assert anyio.run(run, status) is None  # explain wrote nothing

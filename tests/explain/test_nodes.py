@@ -6,10 +6,12 @@ on-demand (half on spot), zone-a/b/c, 100m CPU overhead.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from karpenter.core import buffers
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, Options, PodDisruptionBudget
 from karpenter.core.model.nodepool import WHEN_EMPTY, Budget, Disruption, NodePool
@@ -133,3 +135,17 @@ def test_a_node_on_its_way_out_says_only_that() -> None:
     cluster = b.cluster((pool,), nodes=(node,), pods=(SMALL,))
     verdict = nodes.explain_node(cluster, "target", Options(), NOW)
     assert [r.kind for r in verdict.reasons] == ["Deleting"]
+
+
+def test_a_node_holding_buffer_headroom_is_not_deleted_as_empty() -> None:
+    """An empty node a CapacityBuffer's virtual pods need (no other node has the room) is not
+    deleted for emptiness: the verdict follows the disruption controller's headroom rule."""
+    chunk = b.pod("chunk", cpu="6")
+    headroom = buffers.virtual_pods(buffers.Buffer("default", "warm", chunk, 1))
+    plain = nodes.explain_node(_cluster(_pool()), "target", Options(), NOW)
+    kept = nodes.explain_node(
+        replace(_cluster(_pool()), virtual_pods=headroom), "target", Options(), NOW
+    )
+    assert plain.command is not None and plain.command.reason == "Empty"
+    assert kept.command is None and not kept.candidate
+    assert [r.kind for r in kept.reasons] == ["NotCheaper"]

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from karpenter.core import buffers
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.node import NodeClaim
@@ -78,3 +79,17 @@ def test_unknown_pod() -> None:
     """An unknown pod raises UnknownPod."""
     with pytest.raises(pods.UnknownPod):
         pods.explain_pod(b.cluster((POOL,)), "default/nope", [], Options())
+
+
+def test_buffer_headroom_takes_the_room_first() -> None:
+    """A CapacityBuffer's virtual pods are solved with the pending pods, as the provisioner's
+    pass solves them: when they fill the only node with room, the pod needs a new NodeClaim."""
+    room = b.managed_node("roomy", M4)
+    fits = _pending("fits", "2")
+    headroom = buffers.virtual_pods(buffers.Buffer("default", "warm", b.pod("chunk", cpu="3"), 1))
+    without = b.cluster((POOL,), nodes=(room,), pods=(fits,))
+    with_buffer = replace(without, virtual_pods=headroom)
+    alone = pods.explain_pod(without, "default/fits", [fits], Options())
+    crowded = pods.explain_pod(with_buffer, "default/fits", [fits], Options())
+    assert (alone.outcome, alone.target) == (pods.EXISTING_NODE, "roomy")
+    assert (crowded.outcome, crowded.target) == (pods.NEW_NODECLAIM, "default")
