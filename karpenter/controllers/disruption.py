@@ -23,6 +23,7 @@ controller does; the provisioner finds capacity for the evicted pods.
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from karpenter.aio.clock import Clock
@@ -50,6 +51,7 @@ from karpenter.kube import errors
 
 POLL_S = 10.0
 VALIDATION_S = 15.0
+SYNC_RETRY_S = 1.0  # upstream requeues the disruption singleton in 1 s until synced
 QUIET_REFRESH_S = 60.0
 MULTI_BUDGET_S = 60.0  # upstream's multi-node consolidation timeout
 SINGLE_BUDGET_S = 180.0  # upstream's single-node consolidation timeout
@@ -104,6 +106,7 @@ class Disruption(Controller):
         self._memo = SurveyMemo()
         self._budgets = (multi_budget_s, single_budget_s)
         self._resume = Resume()  # where a cut-short single-node walk goes on
+        self.unsynced = False  # the last pass waited for the mirror (retried in a second)
 
     @property
     def executed(self) -> list[Command]:
@@ -112,15 +115,30 @@ class Disruption(Controller):
 
     async def run(self) -> None:
         """Decide forever while the queue carries commands out; a failed pass is logged and
-        the next one starts afresh."""
+        the next one starts afresh. A pass that started a command is followed by the next at
+        once, as upstream requeues immediately: the started command's nodes are held, so the
+        next pass looks at the rest (a drift of 300 nodes is not 300 polls of 10 s)."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.queue.run)
+            last: frozenset[str] = frozenset()
             while True:
+                started: Command | None = None
                 try:
-                    await self.reconcile()
+                    started = await self.reconcile()
                 except (errors.ApiError, OSError) as err:
                     self._log.warning("disruption pass failed", error=str(err))
-                await self.clock.sleep(self.poll_s)
+                names = frozenset(started.names) if started is not None else frozenset()
+                if names and names != last:
+                    await anyio.lowlevel.checkpoint()
+                elif self.unsynced:
+                    # upstream requeues in a second while the cluster is not synced (a launch
+                    # in flight): the command that launched it must not cost the next a poll
+                    await self.clock.sleep(min(self.poll_s, SYNC_RETRY_S))
+                else:
+                    # nothing started, or the very same nodes again (a command that changed
+                    # nothing must not spin the loop): wait for the next poll
+                    await self.clock.sleep(self.poll_s)
+                last = names
 
     async def _decide(self) -> Command | None:
         pools = self.state.active_nodepools()
@@ -156,7 +174,10 @@ class Disruption(Controller):
 
     async def reconcile(self) -> Command | None:
         """One pass: the command started, or None."""
-        if not self.state.synced() or not self.queue.adopted or not self.state.virtual_pods.warm:
+        self.unsynced = not (
+            self.state.synced() and self.queue.adopted and self.state.virtual_pods.warm
+        )
+        if self.unsynced:
             # a launch in flight changes what fits where, a previous leader's commands must be
             # back in the queue and the CapacityBuffers resolved before anything new is decided
             return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
 from karpenter.core.model import labels as lbl
@@ -179,4 +180,62 @@ async def test_provider_drift_replaces_the_node(control_plane: ControlPlane) -> 
         await harness.eventually(replaced, "the drifted node replaced", wait_s=60)
         [command] = op.disruption.executed
         assert (command.reason, command.method, command.decision) == ("Drifted", "drift", "replace")
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_drift_starts_the_next_command_without_waiting_a_poll(
+    control_plane: ControlPlane,
+) -> None:
+    """Three drifted nodes under a 100% budget are all being replaced within a few seconds of
+    the first command, though the poll is 30 s: a pass that started a command is followed at
+    once by the next (upstream requeues immediately), so drift does not take a poll per node."""
+    async with (
+        harness.running(control_plane.kubeconfig, disruption_timing=(30.0, 1.0)) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("drift3")
+        ns = await harness.namespace(kube)
+        body = harness.nodepool(pool)  # consolidation off
+        body["spec"].setdefault("disruption", {})["budgets"] = [{"nodes": "100%"}]
+        await kube.create(kc.NODEPOOLS, body)
+        spread = _deployment("app", pool, 3, "500m")
+        spread["spec"]["template"]["spec"]["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "app"}}, "topologyKey": lbl.HOSTNAME}
+                ]
+            }
+        }
+        await kube.create(kc.DEPLOYMENTS, spread, ns)
+        await harness.eventually(lambda: _bound(kube, ns, 3), "three replicas bound")
+        names = [c["metadata"]["name"] for c in await _live_claims(kube, pool)]
+        assert len(names) == 3
+
+        async def initialized() -> bool:
+            return all((c := op.state.nodeclaims.get(n)) and c.initialized for n in names)
+
+        await harness.eventually(initialized, "the claims initialized in the mirror")
+        assert isinstance(op.cloud, SimulatedCloud)
+        for name in names:
+            op.cloud.drifted[name] = "AMIDrift"
+
+        async def recorded() -> bool:
+            await op.drift.reconcile()
+            return all((c := op.state.nodeclaims.get(n)) and c.drifted for n in names)
+
+        await harness.eventually(recorded, "the Drifted conditions written")
+        seen: dict[str, float] = {}
+
+        async def all_started() -> bool:
+            queue = op.disruption.queue
+            for cmd in [*queue.inflight.values(), *queue.executed]:
+                if cmd.reason == "Drifted":
+                    for claim in cmd.candidates:
+                        seen.setdefault(claim, anyio.current_time())
+            return set(names) <= set(seen)
+
+        await harness.eventually(all_started, "three drift commands started", wait_s=60)
+        started = sorted(seen[n] for n in names)
+        assert started[-1] - started[0] < 15.0, started
         await harness.cleanup(kube, pool, ns)
