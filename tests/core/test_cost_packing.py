@@ -1,5 +1,7 @@
-"""The packing's fast paths: vectorised fills equal the scalar ones, and a near-optimal
-incumbent is kept without a search, judged by a fluid bound no exact packing beats."""
+"""The packing's fast paths and the coupled zone bound: vectorised fills equal the scalar
+ones, a near-optimal incumbent is kept without a search (judged by a fluid bound no exact
+packing beats), and pods free to go to any zone pay for whole nodes beyond the zones' spare
+room."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import random
 
 import pytest
 
-from karpenter.core.provisioning import fills, lp, packing, pricing, work
+from karpenter.core.provisioning import boundmodel, cover, fills, lp, packing, pricing, work
 
 
 def _random_rooms(rng: random.Random, groups: int) -> tuple[list[tuple[int, ...]], ...]:
@@ -110,3 +112,25 @@ def test_an_incumbent_at_the_fluid_bound_is_kept_without_work() -> None:
     packed = packing.pack(problem, loose, budget=budget)
     assert packing.cost(problem, packed.bins) == pytest.approx(2.0)
     assert budget.spent > 0
+
+
+def _node(index: int, price: float, capacity: float) -> boundmodel.NodeType:
+    return boundmodel.NodeType(0, index, price, (capacity,), {"a": price, "b": price})
+
+
+@pytest.mark.parametrize(
+    ("free_size", "expected"),
+    [
+        pytest.param(0.5, 3.0, id="free-pod-fits-no-spare-room"),
+        pytest.param(0.1, 2.0, id="free-pod-fits-a-zones-spare-room"),
+    ],
+)
+def test_zones_together_charges_free_pods_whole_nodes_beyond_the_spare_room(
+    free_size: float, expected: float
+) -> None:
+    """Each zone holds a forced 0.9 pod on a node of 1.0; a pod free to go to either zone
+    rides in a zone's spare 0.1 when it fits there, and otherwise costs a node of its own."""
+    types = [_node(0, 1.0, 1.0)]
+    forced = {"a": [(0.9,)], "b": [(0.9,)]}
+    free = [((free_size,), frozenset({"a", "b"}), 1)]
+    assert cover.zones_together(types, forced, free) == pytest.approx(expected)

@@ -17,6 +17,11 @@ from karpenter.core.provisioning.boundmodel import NodeType
 
 ZONE_NODES = 1000  # branch-and-bound nodes per program (its proven bound is kept)
 
+TOGETHER_NODES = 100  # the program over every zone at once: its bound moves little beyond
+
+Size = tuple[float, ...]
+Free = tuple[Size, frozenset[str], int]  # pods of one size free to go to any of some zones
+
 
 def integer_cover(
     types: Sequence[NodeType],
@@ -61,3 +66,45 @@ def pareto(types: Sequence[NodeType], zone: str) -> list[NodeType]:
         if not any(all(a >= b for a, b in zip(k.capacity, t.capacity, strict=True)) for k in kept):
             kept.append(t)
     return kept
+
+
+def zones_together(
+    types: Sequence[NodeType], forced: dict[str, list[Size]], free: Sequence[Free]
+) -> float:
+    """HiGHS' proven bound on whole nodes in every zone, where each zone's nodes cover its
+    ``forced`` pods and the ``free`` pods it takes (each goes to one of its zones), per
+    resource, per pod size (as many as fit a node alone) and in number (as many as fit of the
+    smallest size of all)."""
+    zones = sorted({*forced, *(z for _, allowed, _ in free for z in allowed)})
+    sizes = sorted({*(s for demand in forced.values() for s in demand), *(s for s, _, _ in free)})
+    if not sizes:
+        return 0.0
+    width = len(sizes[0])
+    smallest = tuple(min(s[r] for s in sizes) for r in range(width))
+    per_zone = width + len(sizes) + 1  # resources, pods per size, pods in all
+    lower: list[float] = []
+    for zone in zones:
+        demand = forced.get(zone, [])
+        lower += [sum(s[r] for s in demand) for r in range(width)]
+        lower += [float(demand.count(s)) for s in sizes]
+        lower.append(float(len(demand)))
+    lower += [float(n) for _, _, n in free]
+    upper = [lp.INF] * (per_zone * len(zones)) + [float(n) for _, _, n in free]
+    program = lp.Model(lower, upper)
+    for z, zone in enumerate(zones):
+        row = z * per_zone
+        for t in pareto([t for t in types if zone in t.zones], zone):
+            entries = [(row + r, c) for r, c in enumerate(t.capacity)]
+            for k, size in enumerate([*sizes, smallest]):
+                held = fit(t.capacity, size)
+                if held is not None:
+                    entries.append((row + width + k, float(held)))
+            program.add_column(t.zones[zone], entries, integer=True)
+        for f, (size, allowed, _) in enumerate(free):
+            if zone in allowed:
+                entries = [(row + r, -s) for r, s in enumerate(size) if s]
+                entries += [(row + width + sizes.index(size), -1.0), (row + per_zone - 1, -1.0)]
+                entries.append((per_zone * len(zones) + f, 1.0))
+                program.add_column(0.0, entries, integer=True)
+    solution = lp.solve(program, integer=True, node_limit=TOGETHER_NODES, lean=True)
+    return max(solution.bound, 0.0) if math.isfinite(solution.bound) else 0.0

@@ -6,7 +6,10 @@ the emptiest eligible zone); a pod allowed in one zone only is forced there. A z
 must cover its forced pods: an integer program over whole nodes (``cover``) bounds that zone's
 price from below. Combined with the fluid prices, each zone costs at least max(its integer
 bound, the fluid price of its pods), and the pods not forced anywhere are charged at fluid
-prices beyond the zones' integer slack.
+prices beyond the zones' integer slack. A second bound couples the zones: one integer
+program over every zone's whole nodes, where the forced pods stay in their zones and every
+other pod goes to some zone it may use (``cover.zones_together``): a zone's spare room then
+serves the other pods only once, which the fluid prices cannot see.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ def zones(
 ) -> float:
     """Σ over zones of max(integer bound of its forced pods, their fluid price), plus the
     fluid price of every other pod beyond the zones' integer slack."""
-    forced = _forced(ctx, model, claims, value)
+    forced, free = _forced(ctx, model, claims, value)
     total = sum(value[g] * len(m) for g, (_, _, m) in enumerate(model.groups))
     bound = slack = forced_value = 0.0
     for zone, demand in sorted(forced.items()):
@@ -44,20 +47,32 @@ def zones(
         bound += max(whole, pods_value)
         slack += max(0.0, whole - pods_value)
         forced_value += pods_value
-    return bound + max(0.0, total - forced_value - slack)
+    separate = bound + max(0.0, total - forced_value - slack)
+    if not forced:
+        return separate
+    together = {zone: [size for _, size in demand] for zone, demand in forced.items()}
+    return max(separate, cover.zones_together(model.types, together, free))
 
 
 def _forced(
     ctx: PassContext, model: Model, claims: Sequence[NewNodeClaim], value: Sequence[float]
-) -> dict[str, Demand]:
-    """Per zone, the pods (or smallest-pod stand-ins) every valid fleet puts there."""
+) -> tuple[dict[str, Demand], list[cover.Free]]:
+    """Per zone, the pods (or smallest-pod stand-ins) every valid fleet puts there; and the
+    other pods, each with the zones it may use (a spread's members beyond its minimums as
+    its stand-in, over the zones any member may use)."""
     zone_of = {id(p): _single_zone(c.requirements) for c in claims for p in c.pods}
     info = {
         id(p): (value[g], size)
         for g, (size, _, members) in enumerate(model.groups)
         for p in members
     }
+    zones_of = {
+        id(p): frozenset(z for j in allowed for z in model.types[j].zones)
+        for _, allowed, members in model.groups
+        for p in members
+    }
     out: dict[str, Demand] = {}
+    free: list[cover.Free] = []
     used: set[int] = set()
     for group, members in _spread_groups(ctx.topology, claims):
         if any(id(p) in used for p in members):
@@ -69,14 +84,19 @@ def _forced(
         stand_in = _smallest([info[id(p)] for p in members])
         for zone, count in minimum.items():
             out.setdefault(zone, []).extend([stand_in] * count)
-    for _, allowed, members in model.groups:
-        zones: set[str] = set()
-        for j in allowed:
-            zones.update(model.types[j].zones)
+        extra = len(members) - sum(minimum.values())
+        if extra > 0:
+            anywhere = frozenset(z for p in members for z in zones_of[id(p)])
+            free.append((stand_in[1], anywhere, extra))
+    for size, allowed, members in model.groups:
+        zones = frozenset(z for j in allowed for z in model.types[j].zones)
+        left = [p for p in members if id(p) not in used]
         if len(zones) == 1:
             (zone,) = zones
-            out.setdefault(zone, []).extend(info[id(p)] for p in members if id(p) not in used)
-    return out
+            out.setdefault(zone, []).extend(info[id(p)] for p in left)
+        elif left:
+            free.append((size, zones, len(left)))
+    return out, free
 
 
 def _single_zone(reqs: Requirements) -> str | None:
