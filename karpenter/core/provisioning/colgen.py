@@ -127,12 +127,17 @@ class Engine:
         p = self.p
         groups = len(p.demand)
         for kind in range(len(p.kinds)):
-            for t in self.pricing[kind]:
+            types = self.pricing[kind]
+            singles = fills.singles(p.sizes, p.demand, self._rooms(kind, types)).tolist()
+            # a single-group pattern met again on a dearer type is the same column (it is
+            # kept at the cheapest type that holds it): skip it before building it
+            seen: set[tuple[int, int]] = set()
+            for t, counts in zip(types, singles, strict=True):
                 room = p.room(kind, t)
                 self.add(kind, t, (0,) * groups)
-                for g in range(groups):
-                    n = pricing.fit_count(p.sizes[g], room, p.demand[g])
-                    if n:
+                for g, n in enumerate(counts):
+                    if n and (g, n) not in seen:
+                        seen.add((g, n))
                         self.add(kind, t, tuple(n if h == g else 0 for h in range(groups)))
                 mix = pricing.scaled_mix(p.sizes, p.demand, room)
                 if any(mix):

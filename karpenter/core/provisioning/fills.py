@@ -54,6 +54,19 @@ def fill(
     return counts, worth.tolist()
 
 
+def singles(sizes: Sequence[Sequence[int]], limits: Sequence[int], rooms: Matrix) -> Matrix:
+    """``pricing.fit_count`` of each group alone in each row of ``rooms`` (one column per
+    group)."""
+    out = np.zeros((rooms.shape[0], len(sizes)), dtype=np.int64)
+    for g, size in enumerate(sizes):
+        n = np.full(rooms.shape[0], limits[g], dtype=np.int64)
+        for r, s in enumerate(size):
+            if s > 0:
+                np.minimum(n, rooms[:, r] // s, out=n)
+        np.maximum(n, 0, out=out[:, g])
+    return out
+
+
 def first_holder(capacities: Matrix, need: Sequence[int]) -> int:
     """The first row of ``capacities`` at least ``need`` in every column (-1: none)."""
     if not capacities.shape[0]:
