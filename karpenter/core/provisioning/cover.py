@@ -17,7 +17,7 @@ from karpenter.core.provisioning.boundmodel import NodeType
 
 ZONE_NODES = 1000  # branch-and-bound nodes per program (its proven bound is kept)
 
-TOGETHER_NODES = 100  # the program over every zone at once: its bound moves little beyond
+TOGETHER_NODES = 50  # the program over every zone at once: its bound moves little beyond
 
 Size = tuple[float, ...]
 Free = tuple[Size, frozenset[str], int]  # pods of one size free to go to any of some zones
