@@ -131,6 +131,6 @@ def test_zones_together_charges_free_pods_whole_nodes_beyond_the_spare_room(
     """Each zone holds a forced 0.9 pod on a node of 1.0; a pod free to go to either zone
     rides in a zone's spare 0.1 when it fits there, and otherwise costs a node of its own."""
     types = [_node(0, 1.0, 1.0)]
-    forced = {"a": [(0.9,)], "b": [(0.9,)]}
-    free = [((free_size,), frozenset({"a", "b"}), 1)]
+    forced: dict[str, list[cover.Size]] = {"a": [(0.9,)], "b": [(0.9,)]}
+    free: list[cover.Free] = [((free_size,), frozenset({"a", "b"}), 1)]
     assert cover.zones_together(types, forced, free) == pytest.approx(expected)
