@@ -75,6 +75,8 @@ def zones_together(
     ``forced`` pods and the ``free`` pods it takes (each goes to one of its zones), per
     resource, per pod size (as many as fit a node alone) and in number (as many as fit of the
     smallest size of all)."""
+    if any(not allowed for _, allowed, _ in free):
+        return 0.0  # a pod no zone offers: nothing to say (the pass leaves it unschedulable)
     zones = sorted({*forced, *(z for _, allowed, _ in free for z in allowed)})
     sizes = sorted({*(s for demand in forced.values() for s in demand), *(s for s, _, _ in free)})
     if not sizes:
