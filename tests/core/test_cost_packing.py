@@ -5,11 +5,21 @@ room."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
-from karpenter.core.provisioning import boundmodel, cover, fills, lp, packing, pricing, work
+from karpenter.core.provisioning import (
+    bintypes,
+    boundmodel,
+    cover,
+    fills,
+    lp,
+    packing,
+    pricing,
+    work,
+)
 
 
 def _random_rooms(rng: random.Random, groups: int) -> tuple[list[tuple[int, ...]], ...]:
@@ -134,3 +144,38 @@ def test_zones_together_charges_free_pods_whole_nodes_beyond_the_spare_room(
     forced: dict[str, list[cover.Size]] = {"a": [(0.9,)], "b": [(0.9,)]}
     free: list[cover.Free] = [((free_size,), frozenset({"a", "b"}), 1)]
     assert cover.zones_together(types, forced, free) == pytest.approx(expected)
+
+
+def _beaten_one_at_a_time(
+    t: int, types: list[int], prices: list[float], usable: dict[int, tuple[float, ...]]
+) -> bool:
+    """The scale-dominance rule written type by type: k patterns of ``t`` fit ``u`` for at
+    most k times ``t``'s price (of two equal types, the first is kept)."""
+    for u in types:
+        if u == t:
+            continue
+        k = max(1, math.ceil(prices[u] / prices[t] - 1e-6))
+        if prices[u] > k * prices[t] + 1e-9:
+            continue
+        if any(a < k * b for a, b in zip(usable[u], usable[t], strict=True)):
+            continue
+        if k > 1 or prices[u] < prices[t] - 1e-9 or usable[u] != usable[t] or u < t:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pricing_types_drop_exactly_those_another_type_beats_at_scale(seed: int) -> None:
+    """The array dominance check keeps exactly the types the one-at-a-time rule keeps."""
+    rng = random.Random(seed)
+    count = rng.randrange(1, 40)
+    rooms: dict[int, tuple[int, ...]] = {
+        t: (rng.choice((2, 4, 8, 16)) * 1000, rng.choice((4, 8, 16, 32, 64))) for t in range(count)
+    }
+    prices = [round(rooms[t][0] / 1000 * rng.choice((0.04, 0.05, 0.06)), 4) for t in range(count)]
+    sizes = [(500, 1), (1000, 4)]
+    types = sorted(range(count), key=lambda t: (prices[t], t))
+    chosen = bintypes.pricing(prices, rooms, types, sizes, (3, 2), True)
+    usable = {t: bintypes._usable(rooms[t], sizes) for t in types}
+    expected = tuple(t for t in types if not _beaten_one_at_a_time(t, types, prices, usable))
+    assert chosen == expected
