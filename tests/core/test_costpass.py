@@ -374,3 +374,30 @@ def test_zone_spread_forces_whole_nodes_in_every_zone() -> None:
     assert len({c.launch.zone for c in best.new_claims}) == 3
     assert best.lower_bound == pytest.approx(3 * cheapest, rel=1e-5)
     assert best.price == pytest.approx(3 * cheapest)
+
+
+def test_zone_bound_knows_other_pods_cannot_use_the_zones_spare_room() -> None:
+    """Three zone-spread pods fill a 4-CPU node in each zone, leaving 0.4 CPU spare in each;
+    two 1-CPU pods free to go anywhere fit none of that spare room, so every valid fleet buys
+    at least one more whole node: the bound counts it (not the free pods at fluid prices)."""
+    app = b.selector(app="web")
+    spread = [
+        b.pod(
+            f"w{i}",
+            cpu="3500m",
+            memory="1Gi",
+            labels={"app": "web"},
+            topology_spread=(b.spread(ZONE, 1, selector=app),),
+        )
+        for i in range(3)
+    ]
+    free = [b.pod(f"f{i}", cpu="1", memory="1Gi") for i in range(2)]
+    pods = [*spread, *free]
+    types = families()[:4]  # c-2x .. c-16x
+    cluster = b.cluster([b.nodepool()], types, pods=tuple(pods))
+    best = solve(cluster, pods, Options(), bound=True)
+    c2, c4 = (min(o.price for o in t.offerings) for t in types[:2])
+    assert best.lower_bound is not None
+    assert best.lower_bound >= (3 * c4 + c2) * (1 - 1e-5)
+    assert best.lower_bound <= best.price
+    assert best.price == pytest.approx(4 * c4)  # the optimum: the free pods share a c-4x

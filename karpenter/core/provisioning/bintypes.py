@@ -9,13 +9,22 @@ the families with a different balance); pinned kinds keep every fitting type, be
 number of bins is fixed. Small types still matter for whole bins: patterns are retyped to the
 cheapest fitting type that holds them.
 
-The structures here are plain tuples of a ``packing``-like problem, passed in as sequences.
+The structures here are plain tuples of a ``packing``-like problem, passed in as sequences;
+the dominance checks run over all types at once as integer and float arrays (numpy, loaded
+with the packing), in the same arithmetic as one type at a time.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+FloatMatrix = npt.NDArray[np.float64]
 
 WINDOW = 32  # dominance is checked against this many kept types nearest in price
 PRICING_TYPES = 100  # at most this many pricing types (those holding the mix cheapest per unit)
@@ -30,24 +39,18 @@ def fitting(
 ) -> tuple[int, ...]:
     """``allowed`` types cheapest first, without dominated ones, up to the first that holds
     ``everything``."""
-    kept: list[int] = []
-    for t in sorted(allowed, key=lambda t: (prices[t], t)):
-        capacity = capacities[t]
-        if not _dominated(capacity, [capacities[k] for k in kept[-WINDOW:]]):
-            kept.append(t)
-        if _holds(capacity, everything):
+    order = sorted(allowed, key=lambda t: (prices[t], t))
+    if not order:
+        return ()
+    matrix = np.array([capacities[t] for t in order], dtype=np.int64)
+    kept: list[int] = []  # positions in ``order``
+    for n, t in enumerate(order):
+        window = matrix[kept[-WINDOW:]]
+        if not bool(np.all(window >= matrix[n], axis=1).any()):
+            kept.append(n)
+        if _holds(capacities[t], everything):
             break
-    return tuple(kept)
-
-
-def _dominated(capacity: Sequence[int], others: Sequence[Sequence[int]]) -> bool:
-    for other in others:
-        for a, b in zip(other, capacity, strict=True):
-            if a < b:
-                break
-        else:
-            return True
-    return False
+    return tuple(order[n] for n in kept)
 
 
 def _holds(capacity: Sequence[int], need: Sequence[int]) -> bool:
@@ -76,30 +79,31 @@ def pricing(
 
         best = set(sorted(chosen, key=per_unit)[:PRICING_TYPES])
         chosen = [t for t in chosen if t in best]
-    if not scaled:
+    if not scaled or not chosen:
         return tuple(chosen)
-    usable = {t: _usable(rooms[t], sizes) for t in chosen}
-    return tuple(t for t in chosen if not _beaten_at_scale(t, chosen, prices, usable))
+    ids = np.array(chosen, dtype=np.int64)
+    cost = np.array([prices[t] for t in chosen], dtype=np.float64)
+    usable = np.array([_usable(rooms[t], sizes) for t in chosen], dtype=np.float64)
+    usable = usable.reshape(len(chosen), -1)
+    return tuple(t for n, t in enumerate(chosen) if not _beaten_at_scale(n, ids, cost, usable))
 
 
-def _beaten_at_scale(
-    t: int, types: Sequence[int], prices: Sequence[float], usable: dict[int, tuple[float, ...]]
-) -> bool:
-    """Whether k patterns of ``t`` fit another type for at most k times ``t``'s price (of two
-    types equal in every way, the first is kept)."""
-    price = prices[t]
-    room = usable[t]
-    for u in types:
-        if u == t:
-            continue
-        k = max(1, math.ceil(prices[u] / price - 1e-6)) if price > 0 else 1
-        if prices[u] > k * price + _EPS:
-            continue
-        if any(a < k * b for a, b in zip(usable[u], room, strict=True)):
-            continue
-        if k > 1 or prices[u] < price - _EPS or usable[u] != room or u < t:
-            return True
-    return False
+def _beaten_at_scale(n: int, ids: Ints, prices: Floats, usable: FloatMatrix) -> bool:
+    """Whether k patterns of type ``n`` (a row) fit another type for at most k times its price
+    (of two types equal in every way, the first is kept): for every other type u at once,
+    k = max(1, ⌈price(u) ÷ price⌉), in the float arithmetic of one type at a time."""
+    price = float(prices[n])
+    room = usable[n]
+    if price > 0:
+        k = np.maximum(np.ceil(prices / price - 1e-6), 1.0)
+    else:
+        k = np.ones(len(prices))
+    cheap = prices <= k * price + _EPS
+    holds = np.all(usable >= k[:, None] * room[None, :], axis=1)
+    differs = (k > 1) | (prices < price - _EPS) | np.any(usable != room[None, :], axis=1)
+    beaten = cheap & holds & (differs | (ids < ids[n]))
+    beaten[n] = False
+    return bool(beaten.any())
 
 
 def _usable(room: Sequence[int], sizes: Sequence[Sequence[int]]) -> tuple[float, ...]:

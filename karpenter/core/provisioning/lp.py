@@ -223,6 +223,6 @@ def _result(h: _Solver, integer: bool) -> Solution:
         duals: tuple[float, ...] = ()
     else:
         bound = objective
-        duals = tuple(float(d) for d in solution.row_dual)
-    values = tuple(float(v) for v in solution.col_value)
+        duals = tuple(solution.row_dual)  # highspy hands back lists of Python floats
+    values = tuple(solution.col_value)
     return Solution(True, values, duals, objective, bound, work)

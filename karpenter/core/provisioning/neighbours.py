@@ -7,7 +7,8 @@ they stay out): their items form a small problem of their own, which ``packing.p
 with those bins as its incumbent, and a cheaper answer replaces them. Neighbourhoods are the
 triples among the bins with the most room left, tried in a fixed order, a bounded number of
 them, each charged to the pass's work budget, and only while the answer is further than
-``GAP`` from the root LP (what whole bins aim for).
+``GAP`` from the root LP (what whole bins aim for). A neighbourhood that could not save
+``packing.CLOSE`` of the whole answer even at its fluid bound is not solved.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ def _repack(
     # pinned kinds are out of a neighbourhood: no bins of them, no types to open one on
     kinds = tuple(k if not k.count else packing.Kind(k.base, 0, ()) for k in problem.kinds)
     small = packing.Problem(problem.sizes, demand, problem.types, kinds)
+    if packing.cost(problem, part) - packing.fluid(small) < packing.CLOSE * packing.cost(
+        problem, bins
+    ):
+        return None  # whatever it finds saves less than CLOSE of the whole answer
     found = packing.pack(small, part, (), budget).bins
     if packing.cost(problem, found) >= packing.cost(problem, part) - _EPS:
         return None

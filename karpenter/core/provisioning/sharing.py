@@ -47,6 +47,7 @@ class Memory:
             bins = neighbours.improve(problem, packed, self.budget)
             if not self.budget.exhausted:
                 self.solved[key] = bins
+            if packed.patterns and not self.budget.exhausted:
                 self.pools[family] = export(packed.patterns, problem, catalog)
         return bins
 
