@@ -20,7 +20,7 @@ from karpenter.core.model.cluster import Cluster, DaemonSet, Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.pod import DO_NOT_SCHEDULE, Pod
 from karpenter.core.provisioning.results import NewNodeClaim, Results
-from karpenter.core.provisioning.scheduler import solve
+from karpenter.core.provisioning.scheduler import lower_bound, solve, solve_pass
 from karpenter.core.scheduling.requirements import Requirements, from_selector_terms
 from karpenter.core.scheduling.taints import Taint, Toleration, untolerated
 from tests.support import builders as b
@@ -401,3 +401,14 @@ def test_zone_bound_knows_other_pods_cannot_use_the_zones_spare_room() -> None:
     assert best.lower_bound >= (3 * c4 + c2) * (1 - 1e-5)
     assert best.lower_bound <= best.price
     assert best.price == pytest.approx(4 * c4)  # the optimum: the free pods share a c-4x
+
+
+def test_the_bound_apart_from_the_pass_is_the_passs_own() -> None:
+    """``lower_bound`` in the context of the pass that chose the claims equals the bound
+    ``solve(bound=True)`` computes (the controller computes it after writing its claims)."""
+    cluster, pods = _workload(3)
+    inside = solve(cluster, pods, Options(), bound=True)
+    assert inside.lower_bound is not None and inside.lower_bound > 0
+    results, ctx = solve_pass(cluster, pods, Options())
+    assert results.new_claims == inside.new_claims and results.lower_bound is None
+    assert lower_bound(ctx, results.new_claims) == inside.lower_bound

@@ -35,7 +35,7 @@ from karpenter.core.provisioning.reservations import (
     ReservationManager,
     Reservations,
 )
-from karpenter.core.provisioning.results import Results, finalize
+from karpenter.core.provisioning.results import NewNodeClaim, Results, finalize
 from karpenter.core.provisioning.targets import Claim, ClaimFit, Existing, try_claim, try_existing
 from karpenter.core.provisioning.topology import PodGroups, Reject
 from karpenter.core.provisioning.volumes import PodVolumes, VolumeError
@@ -318,6 +318,32 @@ def solve(
     ``repack`` runs the cost pass over the new NodeClaims (default: ``COST_POLICY=optimal``);
     ``bound`` also computes a lower bound on their price (``Results.lower_bound``).
     """
+    results, ctx = solve_pass(
+        cluster,
+        pending,
+        options,
+        excluded_nodes=excluded_nodes,
+        reuse=reuse,
+        reservation_mode=reservation_mode,
+        repack=repack,
+    )
+    if bound:
+        results = replace(results, lower_bound=lowerbound.compute(ctx, results.new_claims))
+    return results
+
+
+def solve_pass(
+    cluster: Cluster,
+    pending: Sequence[Pod],
+    options: Options,
+    *,
+    excluded_nodes: frozenset[str] = frozenset(),
+    reuse: Reuse | None = None,
+    reservation_mode: str = STRICT,
+    repack: bool | None = None,
+) -> tuple[Results, PassContext]:
+    """``solve`` without the bound, and the pass's context: ``lower_bound(context, claims)``
+    gives the same bound later (the controller computes it once its claims are written)."""
     ctx = build_context(cluster, pending, options, excluded_nodes, reuse)
     offers = [o for t in ctx.templates for _, o in t.catalog.reserved]
     reserved = None
@@ -340,6 +366,9 @@ def solve(
     results = finalize(ctx, claims, reasons, frozenset(scheduler.deferred))
     if budget.spent:
         results = replace(results, cost_work=budget.spent)
-    if bound:
-        results = replace(results, lower_bound=lowerbound.compute(ctx, results.new_claims))
-    return results
+    return results, ctx
+
+
+def lower_bound(ctx: PassContext, claims: Sequence[NewNodeClaim]) -> float:
+    """The lower bound on the price of ``claims`` that ``solve_pass`` chose in ``ctx``."""
+    return lowerbound.compute(ctx, claims)
