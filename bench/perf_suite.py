@@ -19,6 +19,7 @@ writes every row as JSON (``--json``). Run by hand (tens of minutes per scenario
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -111,10 +112,22 @@ def main() -> int:
         "--cap", type=float, default=float("inf"), help="wait at most N s per phase"
     )
     parser.add_argument("--json", default="", help="append rows as JSON lines here")
+    parser.add_argument(
+        "--phases", default="", help="run only these phases (comma list, e.g. scale-out)"
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy our controller")
+    parser.add_argument(
+        "--audit", action="store_true", help="audit-log writes (finer scale-out timeline)"
+    )
     parser.add_argument("--work", default="", help="keep logs here (default: a temp dir)")
     args = parser.parse_args()
     chosen = scenarios(args.scale)
+    if args.phases:
+        keep = set(args.phases.split(","))
+        chosen = {
+            n: dataclasses.replace(s, phases=tuple(p for p in s.phases if p.kind in keep))
+            for n, s in chosen.items()
+        }
     names = [n for n in args.scenarios.split(",") if n]
     unknown = [n for n in names if n not in chosen]
     if unknown:
@@ -128,7 +141,7 @@ def main() -> int:
         for kind in args.controllers.split(","):
             where = work / f"{name}-{kind}"
             results = runner.run_scenario(
-                chosen[name], kind, where, args.quiet, args.profile, args.cap
+                chosen[name], kind, where, args.quiet, args.profile, args.cap, args.audit
             )
             rows.extend(results)
             for r in results:

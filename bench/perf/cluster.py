@@ -33,11 +33,31 @@ DISCOVERY = ("testing/cluster", "unspecified")
 KWOK_CLASSES = kc.Resource("karpenter.kwok.sh", "v1alpha1", "kwoknodeclasses", "KWOKNodeClass")
 
 
+# Writes to pods, nodes and NodeClaims, with who made them and when (microseconds): what the
+# timeline (``bench/perf/timeline.py``) reads to tell the scheduler's, kwok's and the
+# controller's steps apart. Reads and watches are not logged.
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete"]
+  resources:
+  - group: ""
+    resources: ["pods", "pods/status", "pods/binding", "nodes", "nodes/status"]
+  - group: "karpenter.sh"
+    resources: ["nodeclaims", "nodeclaims/status"]
+- level: None
+"""
+
+
 @contextlib.contextmanager
 def perf_cluster(
-    work: Path | None = None, client_rate: ClientRate = PRODUCTION_CLIENT_RATE
+    work: Path | None = None,
+    client_rate: ClientRate = PRODUCTION_CLIENT_RATE,
+    audit: bool = False,
 ) -> Iterator[LocalControlPlane]:
-    """The control plane with kwok, torn down on exit."""
+    """The control plane with kwok, torn down on exit (``audit``: with ``AUDIT_POLICY``)."""
     with contextlib.ExitStack() as stack:
         if work is None:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="perf-")))
@@ -46,6 +66,7 @@ def perf_cluster(
             work / "controlplane",
             kwok=kwok.KwokOptions(kwok.ensure_kwok()),
             client_rate=client_rate,
+            audit_policy=AUDIT_POLICY if audit else "",
         )
         yield stack.enter_context(plane)
 

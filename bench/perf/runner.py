@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from bench.perf import cluster, monitor
+from bench.perf import cluster, monitor, timeline
 from bench.perf.processes import CATALOG, Controller, Sampler
 from bench.perf.workloads import NAMESPACE, Phase, Scenario
 from karpenter.aio.clock import RealClock
@@ -121,6 +121,7 @@ async def run_phase(
     controller: Controller,
     quiet_s: float,
     cap_s: float = float("inf"),
+    audit_log: Path | None = None,
 ) -> PhaseResult:
     """Act, wait (at most upstream's limit for the phase, or ``cap_s``), measure."""
     wait_s = min(phase.limit_s, cap_s)
@@ -142,6 +143,11 @@ async def run_phase(
         )
     cpu_s = sampler.cpu()
     fleet = await monitor.fleet(kube, table)
+    if phase.kind == "scale-out":
+        # where the seconds went, beside the controller's log (``--work`` keeps both)
+        line = await timeline.collect(kube, started, NAMESPACE, controller.log, audit_log)
+        out = controller.log.with_name(f"timeline-{scenario}-{controller.kind}.md")
+        out.write_text(line.table() + "\n", encoding="utf-8")
     return PhaseResult(
         scenario,
         phase.kind,
@@ -167,10 +173,12 @@ def run_scenario(
     quiet_s: float,
     profile: bool = False,
     cap_s: float = float("inf"),
+    audit: bool = False,
 ) -> list[PhaseResult]:
-    """Every phase of ``scenario`` against controller ``kind`` on a fresh cluster."""
+    """Every phase of ``scenario`` against controller ``kind`` on a fresh cluster (``audit``:
+    the apiserver logs writes, for the scale-out timeline)."""
     work.mkdir(parents=True, exist_ok=True)
-    with cluster.perf_cluster(work) as plane:
+    with cluster.perf_cluster(work, audit=audit) as plane:
         controller = Controller(kind, plane.kubeconfig, work / f"controller-{kind}.log")
         if profile:
             controller.profile = work / f"profile-{kind}.txt"
@@ -192,7 +200,10 @@ async def _scenario(
             await _pool_ready(kube)
             results = []
             for phase in scenario.phases:
-                result = await run_phase(kube, scenario.name, phase, controller, quiet_s, cap_s)
+                audit = plane.audit_log if plane.audit_log.exists() else None
+                result = await run_phase(
+                    kube, scenario.name, phase, controller, quiet_s, cap_s, audit
+                )
                 results.append(result)
                 if not controller.alive():
                     raise RuntimeError(f"{kind} controller died; see {controller.log}")

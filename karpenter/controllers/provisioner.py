@@ -3,8 +3,10 @@
 Triggers come from the state mirror (a provisionable pod appeared or changed, a NodeClaim went
 away, a NodePool changed) and from a resync every 10 s while pods stay provisionable (as
 upstream's pod trigger requeues), so pods whose claim failed to launch are retried. After a
-window closes the pass waits briefly (``SYNC_WAIT_S``) for NodeClaims in flight to launch;
-one still unlaunched counts what its smallest fitting type guarantees.
+window closes the pass waits briefly (``SYNC_WAIT_S``) for NodeClaims in flight to launch, but
+only when a pending pod has a topology constraint over another key than the hostname (a zone
+spread needs the zone the claim launched in); otherwise a claim still unlaunched counts what
+its smallest fitting type guarantees, and the pass goes ahead at once.
 
 The pass takes the snapshot and the pending pods from the mirror in one synchronous step (no
 await between them), runs the same pure ``solve`` as ``karpenter simulate`` in a worker
@@ -31,6 +33,7 @@ from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.launching import create_nodeclaim, instance_types
 from karpenter.controllers.spreadselectors import SpreadSelectors
 from karpenter.core.buffers import is_virtual
+from karpenter.core.model import labels as lbl
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.model.pod import Pod, TopologySpread
 from karpenter.core.provisioning import lowerbound
@@ -54,11 +57,24 @@ _Event = tuple[Pod, str, str, str]  # pod, type, reason, message
 
 @dataclass(frozen=True, slots=True)
 class PassReport:
-    """What one pass did (for logs, tests and the benchmark)."""
+    """What one pass did (for logs, tests and the benchmark); ``waited`` says whether it
+    waited for in-flight launches (a pending pod's topology needed them)."""
 
     pods: int
     created: tuple[str, ...]
     unschedulable: Mapping[str, str]
+    waited: bool = False
+
+
+def needs_launched_claims(pod: Pod) -> bool:
+    """Whether placing ``pod`` beside an in-flight claim needs the claim's launched labels: a
+    topology spread or pod (anti-)affinity over any key but the hostname (an unlaunched claim
+    is its own host, but its zone or type is only known once launched)."""
+    terms = (*pod.required_affinity, *pod.required_anti_affinity)
+    weighted = (*pod.preferred_affinity, *pod.preferred_anti_affinity)
+    keys = [s.topology_key for s in pod.topology_spread]
+    keys += [t.topology_key for t in terms] + [w.term.topology_key for w in weighted]
+    return any(key != lbl.HOSTNAME for key in keys)
 
 
 class Provisioner(Controller):
@@ -128,17 +144,26 @@ class Provisioner(Controller):
             await self.clock.sleep(RESYNC_S)
             self.trigger_all()
 
-    async def _await_synced(self) -> None:
+    def _needs_launches(self) -> bool:
+        if any(s.topology_key != lbl.HOSTNAME for s in self.default_spread):
+            return True
+        return any(needs_launched_claims(p) for p in self.state.provisionable_pods())
+
+    async def _await_synced(self) -> bool:
+        """Wait (at most ``SYNC_WAIT_S``) for the buffers' virtual pods and, when a pending
+        pod needs them, for in-flight launches; whether launches were waited for."""
+        launches = not self.state.synced() and self._needs_launches()
         deadline = self.clock.now() + SYNC_WAIT_S
-        while not (self.state.synced() and self.state.virtual_pods.warm) and (
+        while not ((not launches or self.state.synced()) and self.state.virtual_pods.warm) and (
             self.clock.now() < deadline
         ):
             await self.clock.sleep(0.05)
+        return launches
 
     async def provision(self) -> PassReport:
         """One pass over every provisionable pod."""
         began = self.clock.now()
-        await self._await_synced()
+        waited = await self._await_synced()
         pools = self.state.active_nodepools()
         now = self.clock.now()
         types = await instance_types(self.cloud, self.state, pools, now, self.options, self._log)
@@ -151,7 +176,7 @@ class Provisioner(Controller):
         virtual = list(cluster.virtual_pods)
         if not pending and not virtual:
             self.unschedulable = {}
-            report = PassReport(0, (), {})
+            report = PassReport(0, (), {}, waited)
             self.passes.append(report)
             return report
         if self.default_spread:
@@ -178,7 +203,7 @@ class Provisioner(Controller):
         self._record_cost(cost)
         if self.after_pass is not None and virtual:
             await self.after_pass(results, virtual)
-        report = PassReport(len(pending), tuple(created), dict(results.unschedulable))
+        report = PassReport(len(pending), tuple(created), dict(results.unschedulable), waited)
         self.passes.append(report)
         # Where a pass spends its time: waiting for launches, solving, writing (claims, events).
         self._log.info(

@@ -1,4 +1,5 @@
-"""Pods arriving over several seconds: later passes use the in-flight claims of earlier ones.
+"""Pods arriving over several seconds: later passes use the in-flight claims of earlier ones,
+and wait for in-flight launches only when a pending pod's topology needs the launched zone.
 
 Nodes boot slowly here (8 s), so the first wave's claim is still in flight, its pods still
 pending, when the second wave arrives and a second pass runs. That pass must put the first
@@ -7,12 +8,19 @@ wave back on its claim and must not buy more capacity than one pass over every p
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
+from karpenter.cloud.provider import CreateError
+from karpenter.controllers.provisioner import PassReport
 from karpenter.core.model.cluster import Options
 from karpenter.core.provisioning.scheduler import solve
 from karpenter.kube import client as kc
+from karpenter.kube import codec
+from karpenter.operator import Operator
+from karpenter.providers.simulated.cloud import SimulatedCloud
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 from tests.support import builders as b
@@ -72,3 +80,65 @@ async def test_waves_buy_no_more_than_one_pass(control_plane: ControlPlane) -> N
         creating = [p for p in op.provisioner.passes if p.created]
         assert len(creating) >= 2, "each wave must have been its own pass"
         await harness.cleanup(kube, pool, ns)
+
+
+def _zone_spread(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["metadata"]["labels"] = {"app": "zonal"}
+    pod["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "zonal"}},
+        }
+    ]
+    return pod
+
+
+async def _pass_creating(kube: kc.KubeClient, op: Operator, pool: str) -> PassReport:
+    """The pass that created ``pool``'s first NodeClaim."""
+
+    async def claims() -> list[dict[str, Any]]:
+        return await harness.claims_of(kube, pool)
+
+    name = codec.name((await harness.eventually(claims, f"{pool}'s NodeClaim"))[0])
+    return next(p for p in op.provisioner.passes if name in p.created)
+
+
+@pytest.mark.asyncio
+async def test_a_pass_waits_for_launches_only_when_a_pod_needs_their_zone(
+    control_plane: ControlPlane,
+) -> None:
+    """With a claim stuck unlaunched, a pass for plain pods goes ahead without waiting for it;
+    a pass for a zone-spread pod waits (the spread needs the launched zone)."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        assert isinstance(op.cloud, SimulatedCloud)
+        stuck, plain, zonal = (harness.unique(p) for p in ("stuck", "plain", "zonal"))
+        op.cloud.inject_create_errors(
+            *(CreateError("quota exceeded", "QuotaExceeded"),) * 50, nodepool=stuck
+        )
+        ns = await harness.namespace(kube)
+        for pool in (stuck, plain, zonal):
+            await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        await kube.create(kc.PODS, harness.pod("stuck", stuck), ns)
+
+        async def unlaunched() -> list[dict[str, Any]]:
+            return [
+                c
+                for c in await harness.claims_of(kube, stuck)
+                if (codec.condition(c, "Launched") or {}).get("status") == "Unknown"
+            ]
+
+        await harness.eventually(unlaunched, "the stuck pool's claim unlaunched")
+        await kube.create(kc.PODS, harness.pod("plain", plain), ns)
+        assert not (await _pass_creating(kube, op, plain)).waited
+        await kube.create(kc.PODS, _zone_spread(harness.pod("zonal", zonal)), ns)
+        assert (await _pass_creating(kube, op, zonal)).waited
+        assert await unlaunched(), "the stuck claim stayed unlaunched throughout"
+        op.cloud.reset()
+        await harness.cleanup(kube, stuck, ns)
+        for pool in (plain, zonal):  # (cleanup deletes a namespace: an empty one each)
+            await harness.cleanup(kube, pool, await harness.namespace(kube))
