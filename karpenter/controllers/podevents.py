@@ -6,6 +6,11 @@ work is not judged yet. The events that count, as upstream counts them: a non-Da
 terminal or starting to terminate (now). Each pod's last seen signature is kept so that an
 unrelated update of the same pod (a label, a readiness flip) writes nothing; per NodeClaim the
 latest pending time wins and is written once, and never moves the stored time backwards.
+
+Writes to one NodeClaim are at least ``DEDUPE_S`` (10 s, upstream's dedupe) apart: a node
+filling during a burst gets one write, then the latest time ``DEDUPE_S`` later, not one write
+per bind. Unlike upstream, which drops the events inside the window, the latest time is still
+written at the window's end, so the stored time ends exact.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from karpenter.aio.keyed_queue import KeyedQueue
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.kube import codec, errors
 from karpenter.kube.client import NODECLAIMS, Obj
+
+DEDUPE_S = 10.0
 
 # (nodeName, PodScheduled=True transition time, terminal, terminating)
 Signature = tuple[str, float | None, bool, bool]
@@ -54,6 +61,8 @@ class PodEvents(Controller):
         self.pending: dict[str, float] = {}  # NodeClaim → latest event time not yet written
         self._seen: dict[str, Signature] = {}
         self._node_of_claim: dict[str, str] = {}  # to notice a claim newly naming its Node
+        self._written: dict[str, float] = {}  # NodeClaim → when (clock) it was last written
+        self.writes = 0  # status writes made (logs and tests)
         self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
@@ -64,6 +73,8 @@ class PodEvents(Controller):
 
     def _index(self, claim: str, obj: Obj | None) -> None:
         old = self._node_of_claim.pop(claim, "")
+        if obj is None:
+            self._written.pop(claim, None)
         node = str(((obj or {}).get("status") or {}).get("nodeName") or "")
         if obj is not None and node:
             self._node_of_claim[claim] = node
@@ -119,6 +130,11 @@ class PodEvents(Controller):
             return None
         if current.last_pod_event is not None and current.last_pod_event >= when:
             return None
+        now = self.clock.now()
+        last = self._written.get(claim)
+        if last is not None and now - last < DEDUPE_S:
+            self.pending[claim] = max(self.pending.get(claim, when), when)
+            return last + DEDUPE_S - now  # the latest time, written when the window ends
         patch: dict[str, Any] = {"status": {"lastPodEventTime": codec.rfc3339(when)}}
         try:
             obj = await self.kube.merge_patch(NODECLAIMS, claim, patch, subresource="status")
@@ -128,6 +144,8 @@ class PodEvents(Controller):
             # keep the time for the retry the queue schedules
             self.pending[claim] = max(self.pending.get(claim, when), when)
             raise
+        self._written[claim] = now
+        self.writes += 1
         self.state.nodeclaims.upsert(obj)
         self._log.debug("last pod event", nodeclaim=claim, time=codec.rfc3339(when))
         return None

@@ -119,3 +119,36 @@ async def test_gc_deletes_claims_whose_instance_vanished(control_plane: ControlP
         text = op.metrics.render().decode()
         assert 'reason="garbage_collected"' in text
         await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_binds_in_a_burst_cost_one_write_per_window(control_plane: ControlPlane) -> None:
+    """Pods binding to one node a second apart are not one status write each: writes to a
+    NodeClaim are at least 10 s apart (upstream's dedupe), and the latest bind's time is
+    still the one stored once the window ends."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("burst")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        await kube.create(kc.PODS, harness.pod("app-0", pool, cpu="100m"), ns)
+        claim = await _one_ready_claim(kube, pool, ns, 1)
+        name = claim["metadata"]["name"]
+        for i in range(1, 5):
+            await anyio.sleep(1.1)  # each bind in its own second
+            await kube.create(kc.PODS, harness.pod(f"app-{i}", pool, cpu="100m"), ns)
+        await _one_ready_claim(kube, pool, ns, 5)
+        pods, _ = await kube.list(kc.PODS, ns)
+        binds = sorted({_scheduled_at(p) for p in pods})
+        assert len(binds) >= 4 and {p["spec"]["nodeName"] for p in pods} == {name}
+
+        async def latest() -> bool:
+            obj = await kube.get(kc.NODECLAIMS, name)
+            stored = codec.parse_time((obj.get("status") or {}).get("lastPodEventTime"))
+            return stored == binds[-1]
+
+        await harness.eventually(latest, "the latest bind's time stored", wait_s=40)
+        assert op.podevents.writes <= 3 < len(binds)
+        await harness.cleanup(kube, pool, ns)
