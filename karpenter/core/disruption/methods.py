@@ -5,7 +5,8 @@ emptiness (every empty candidate within budget, one delete), drift (the oldest d
 candidate whose pods all fit elsewhere, replaced by as many NodeClaims as it needs),
 multi-node consolidation (the longest prefix of up to 100 ranked candidates that consolidates,
 found by binary search as upstream does) and single-node consolidation (the first candidate,
-round-robin over NodePools, that consolidates). Expiration is not budgeted and ignores
+round-robin over NodePools, that consolidates); then, when none of those acts, repack (the
+most wasteful candidates' pods packed onto fewer, fuller nodes: ``repack``). Expiration is not budgeted and ignores
 do-not-disrupt and PDBs: a node past ``expireAfter`` is deleted, its pods rescheduled.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
+from karpenter.core.disruption import repack
 from karpenter.core.disruption.bound import MULTI, SINGLE
 from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import (
@@ -246,9 +248,18 @@ def single_node(ps: DisruptionPass) -> Command | None:
     return None
 
 
+def repack_node(ps: DisruptionPass) -> Command | None:
+    """The most wasteful candidates repacked onto fewer, fuller nodes (``repack``); not after
+    the bound cut a search of this pass short (the next pass walks on first)."""
+    if ps.timeouts:
+        return None
+    return repack.repack(ps, list(_ranked_for_consolidation(ps)))
+
+
 def next_command(ps: DisruptionPass) -> Command | None:
-    """The one command this pass carries out (expiration first, then upstream's order)."""
-    for method in (expiration, emptiness, drift, multi_node, single_node):
+    """The one command this pass carries out (expiration first, then upstream's order, then
+    repack when nothing else acts)."""
+    for method in (expiration, emptiness, drift, multi_node, single_node, repack_node):
         command = method(ps)
         if command is not None:
             return command
