@@ -105,15 +105,19 @@ class Disruption(Controller):
 
     async def run(self) -> None:
         """Decide forever while the queue carries commands out; a failed pass is logged and
-        the next one starts afresh."""
+        the next one starts afresh. After a command started the next pass starts at once, as
+        upstream requeues immediately after a disruption: the queue holds that command's nodes,
+        so the next decision looks at the others."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.queue.run)
             while True:
+                started = None
                 try:
-                    await self.reconcile()
+                    started = await self.reconcile()
                 except (errors.ApiError, OSError) as err:
                     self._log.warning("disruption pass failed", error=str(err))
-                await self.clock.sleep(self.poll_s)
+                if started is None:
+                    await self.clock.sleep(self.poll_s)
 
     async def _snapshot(self) -> tuple[Cluster, float]:
         pools = self.state.active_nodepools()

@@ -151,11 +151,11 @@ def test_spot_candidates_are_left_to_spot_rules() -> None:
         pytest.param(0, [], id="none"),
         pytest.param(1, [], id="one"),
         pytest.param(2, [2], id="two"),
-        pytest.param(5, [2, 3, 4, 5], id="five"),
-        pytest.param(12, [2, 3, 4, 6, 9, 12], id="twelve"),
-        pytest.param(40, [2, 3, 4, 6, 9, 13, 19, 28, 40], id="forty"),
+        pytest.param(5, [2, 4, 5], id="five"),
+        pytest.param(12, [2, 4, 8, 12], id="twelve"),
+        pytest.param(40, [2, 4, 8, 16, 32, 40], id="forty"),
     ],
 )
-def test_prefix_sizes_grow_by_half_and_end_with_all(count: int, sizes: list[int]) -> None:
-    """Prefixes tried: from two, each about half again the last, then every candidate."""
+def test_prefix_sizes_double_and_end_with_all(count: int, sizes: list[int]) -> None:
+    """Prefixes tried: from two, each double the last, then every candidate."""
     assert repack.prefix_sizes(count) == sizes

@@ -16,7 +16,7 @@ placed, at most ``Options.max_replacements`` NodeClaims are needed, their worst-
 prices add up to strictly less than the candidates' price (``split``'s rule, so no launch the
 replacements allow can eat the savings) and the savings are more than rounding
 (``MIN_SAVINGS``); the prefix saving the most wins (the smaller on a
-tie). Prefixes grow by about half each step and stop once one needs more NodeClaims than
+tie). Prefixes double each step and stop once one needs more NodeClaims than
 allowed: larger ones would need more still. Every command lowers the fleet's price, so
 repeating the method ends. It runs last (only when no other method finds a command), only
 with ``max_replacements`` > 1 (the cost policy ``optimal``), and leaves spot candidates to the
@@ -39,7 +39,7 @@ from karpenter.core.model import resources as res
 from karpenter.core.model.nodepool import REASON_UNDERUTILIZED
 
 MIN_PREFIX = 2
-GROWTH = 1.5
+GROWTH = 2.0
 # Savings at or below this ($/h) are rounding: prices linear in size make "13 nodes for 3 of
 # the same total size" come out a few 1e-17 cheaper, which is churn, not savings.
 MIN_SAVINGS = 1e-6
@@ -114,7 +114,7 @@ def orders(candidates: Sequence[Candidate], what_if: WhatIf) -> list[list[Candid
 
 
 def prefix_sizes(count: int) -> list[int]:
-    """The prefix lengths tried for ``count`` candidates: 2, 3, 4, 6, 9, ... and ``count``."""
+    """The prefix lengths tried for ``count`` candidates: 2, 4, 8, ... and ``count``."""
     sizes: list[int] = []
     k = MIN_PREFIX
     while k < count:
