@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from karpenter.core.disruption import split
 from karpenter.core.disruption.bound import MULTI
 from karpenter.core.disruption.candidates import Candidate, reschedulable
-from karpenter.core.disruption.commands import METHOD_REPACK, Command
+from karpenter.core.disruption.commands import METHOD_MULTI, METHOD_REPACK, Command
 from karpenter.core.disruption.consolidation import balanced_rejection
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.simulation import Outcome, reschedule
@@ -46,6 +46,8 @@ MIN_SAVINGS = 1e-6
 # A work limit: the orders hold at most this many candidates each (upstream's multi-node
 # limit); the packing order is built over their union.
 MAX_CANDIDATES = 100
+# Candidates ``batch_delete`` judges per pass (a work limit).
+MAX_WALK = 32
 WhatIf = Callable[[Sequence[Candidate]], Outcome]
 
 
@@ -192,4 +194,36 @@ def _best_prefix(
             break
         if isinstance(judged, Command) and (best is None or judged.savings > best.savings):
             best = judged
+    return best
+
+
+def batch_delete(ps: DisruptionPass, ranked: Sequence[Candidate]) -> Command | None:
+    """Candidates whose pods all fit on the other nodes together, gathered greedily (most
+    waste first, each kept only if the set with it still empties), as one delete when at least
+    two gather.
+
+    Multi-node consolidation takes ranked prefixes, so a first candidate that cannot go stops
+    it, and single-node consolidation then deletes the others one command (and one validation
+    wait) at a time. The walk judges at most ``MAX_WALK`` candidates with first-fit what-ifs
+    (a count, so the pass's time bound is left to the searches it was made for).
+    """
+    order = sorted(_eligible(ranked), key=lambda c: (-waste(c), c.name))
+    order = _within_budget(ps, order)[:MAX_WALK]
+    if len(order) < MIN_PREFIX:
+        return None
+    kept: list[Candidate] = []
+    best: Command | None = None
+    for c in order:
+        trial = [*kept, c]
+        outcome = reschedule(ps.cluster, trial, ps.states, ps.options, ps.reuse)
+        if outcome.claims or outcome.failures or outcome.homeless or outcome.uninitialized:
+            continue
+        command = Command(REASON_UNDERUTILIZED, METHOD_MULTI, tuple(trial), (), outcome.moves)
+        if balanced_rejection(ps, command):
+            continue
+        kept = trial
+        best = command if len(kept) >= MIN_PREFIX else None
+    if best is not None:
+        for c in best.candidates:
+            ps.take(REASON_UNDERUTILIZED, c.nodepool.name)
     return best
