@@ -33,6 +33,7 @@ from karpenter.core.disruption.candidates import Candidate, reschedulable
 from karpenter.core.disruption.commands import METHOD_MULTI, METHOD_REPACK, Command
 from karpenter.core.disruption.consolidation import balanced_rejection
 from karpenter.core.disruption.context import DisruptionPass
+from karpenter.core.disruption.prefilter import assess
 from karpenter.core.disruption.simulation import Outcome, reschedule
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
@@ -215,6 +216,9 @@ def batch_delete(ps: DisruptionPass, ranked: Sequence[Candidate]) -> Command | N
     best: Command | None = None
     for c in order:
         trial = [*kept, c]
+        proof = assess(ps, trial)
+        if any(v > 0 for v in proof.excess.values()) or proof.homeless:
+            continue  # their pods exceed the room elsewhere: no delete (``prefilter``)
         outcome = reschedule(ps.cluster, trial, ps.states, ps.options, ps.reuse)
         if outcome.claims or outcome.failures or outcome.homeless or outcome.uninitialized:
             continue
