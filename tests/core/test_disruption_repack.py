@@ -159,3 +159,32 @@ def test_spot_candidates_are_left_to_spot_rules() -> None:
 def test_prefix_sizes_double_and_end_with_all(count: int, sizes: list[int]) -> None:
     """Prefixes tried: from two, each double the last, then every candidate."""
     assert repack.prefix_sizes(count) == sizes
+
+
+def test_nodes_that_can_all_go_are_deleted_in_one_command() -> None:
+    """When the top-ranked candidates cannot go (so no ranked prefix consolidates), the small
+    nodes whose pods all fit elsewhere together are deleted in one command, not one each."""
+    m2, m8, m16 = (next(t for t in b.catalog() if t.name == n) for n in ("m-2x", "m-8x", "m-16x"))
+    pool = b.nodepool(
+        disruption=DISRUPT, requirements=b.term((lbl.CAPACITY_TYPE, "In", ["on-demand"]))
+    )
+    nodes = (
+        b.managed_node("anchor1", m16, creation=NOW - HOUR),
+        b.managed_node("anchor2", m16, creation=NOW - HOUR),
+        b.managed_node("host", m8, creation=NOW - HOUR),
+        *(b.managed_node(n, m2, creation=NOW - HOUR) for n in ("a", "b", "c")),
+    )
+    pods = (
+        b.bound("anchor1", "big1", cpu="15"),
+        b.bound("anchor2", "big2", cpu="15"),
+        b.bound("host", "h", cpu="7"),
+        *(b.bound(n, f"p-{n}", cpu="300m") for n in ("a", "b", "c")),
+    )
+    cluster = b.cluster([pool], nodes=nodes, pods=pods)
+    # One replacement per command (firstfit): splits would otherwise merge the anchors' prefix.
+    result = plan(cluster, Options(max_replacements=1), NOW)
+    assert [(s.command.method, s.command.names) for s in result.steps] == [
+        ("multi", ("a", "b", "c"))
+    ]
+    assert result.steps[0].command.replacements == ()
+    assert {to for _, to in result.steps[0].command.moves} <= {"anchor1", "anchor2", "host"}

@@ -1,4 +1,6 @@
-"""Repack consolidation: the most wasteful candidates' pods packed again onto fewer, fuller nodes.
+"""Consolidating many candidates at once where upstream's methods stop: repack and batch delete.
+
+Repack: the most wasteful candidates' pods packed again onto fewer, fuller nodes.
 
 Multi-node consolidation replaces a prefix of candidates ranked by price per pod with at most
 one node; single-node and split consolidation look at one to eight nodes at a time. A fleet in
@@ -21,6 +23,9 @@ allowed: larger ones would need more still. Every command lowers the fleet's pri
 repeating the method ends. It runs last (only when no other method finds a command), only
 with ``max_replacements`` > 1 (the cost policy ``optimal``), and leaves spot candidates to the
 spot-to-spot rules of the other methods.
+
+Batch delete (``batch_delete``): candidates whose pods all fit on the other nodes together,
+gathered greedily, as one delete (between multi- and single-node consolidation).
 """
 
 from __future__ import annotations
