@@ -14,12 +14,13 @@ Repack ranks the candidates by what they waste (price times the unused share of 
 resource, most first) and simulates removing growing prefixes of that order with the cost pass
 (``simulation.reschedule(repack=True)``): the pods go first to the room of the other nodes,
 then onto as few cheap NodeClaims as the cost pass finds. A prefix qualifies when every pod is
-placed, at most ``Options.max_replacements`` NodeClaims are needed, their worst-case launch
+placed, fewer NodeClaims are needed than nodes removed (at most ``Options.max_replacements``:
+more, smaller nodes would fragment the fleet again), their worst-case launch
 prices add up to strictly less than the candidates' price (``split``'s rule, so no launch the
-replacements allow can eat the savings) and the savings are more than rounding
-(``MIN_SAVINGS``); the prefix saving the most wins (the smaller on a
-tie). Prefixes double each step and stop once one needs more NodeClaims than
-allowed: larger ones would need more still. Every command lowers the fleet's price, so
+replacements allow can eat the savings) and the savings are more than rounding and than 1% of
+the removed price (``MIN_SAVINGS``, ``MIN_SAVINGS_SHARE``); the prefix saving the most wins
+(the smaller on a tie). Prefixes double each step and stop once one needs more NodeClaims
+than allowed: larger ones would need more still. Every command lowers the fleet's price, so
 repeating the method ends. It runs last (only when no other method finds a command), only
 with ``max_replacements`` > 1 (the cost policy ``optimal``), and leaves spot candidates to the
 spot-to-spot rules of the other methods.
@@ -49,6 +50,9 @@ GROWTH = 2.0
 # Savings at or below this ($/h) are rounding: prices linear in size make "13 nodes for 3 of
 # the same total size" come out a few 1e-17 cheaper, which is churn, not savings.
 MIN_SAVINGS = 1e-6
+# And at least this share of the removed nodes' price: the kube-scheduler, not the plan, places
+# the evicted pods, and a pod it leaves without room buys a node that eats a smaller saving.
+MIN_SAVINGS_SHARE = 0.01
 # A work limit: the orders hold at most this many candidates each (upstream's multi-node
 # limit); the packing order is built over their union.
 MAX_CANDIDATES = 100
@@ -143,12 +147,15 @@ def _judge(ps: DisruptionPass, prefix: Sequence[Candidate], outcome: Outcome) ->
         return False
     if outcome.failures or outcome.homeless or outcome.uninitialized:
         return True
+    if len(outcome.claims) >= len(prefix):
+        return True  # fewer, fuller nodes only: more, smaller ones fragment the fleet
     price = sum(c.price for c in prefix)
     built = split.replacements(ps, outcome.claims, price) if outcome.claims else ()
     if not isinstance(built, tuple):
         return True
     command = Command(REASON_UNDERUTILIZED, METHOD_REPACK, tuple(prefix), built, outcome.moves)
-    if command.savings <= MIN_SAVINGS or balanced_rejection(ps, command):
+    floor = max(MIN_SAVINGS, MIN_SAVINGS_SHARE * command.price_removed)
+    if command.savings <= floor or balanced_rejection(ps, command):
         return True
     return command
 
