@@ -22,6 +22,7 @@ DEFAULT_FEATURE_GATES = {
     "NodeOverlay": False,
     "StaticCapacity": False,
     "CapacityBuffer": False,
+    "ConsolidationRepack": False,  # not upstream: consolidation's repack method (alpha)
 }
 
 
@@ -209,6 +210,7 @@ class Settings(BaseSettings):
             min_values_policy=self.MIN_VALUES_POLICY,
             spot_to_spot_consolidation=gates["SpotToSpotConsolidation"],
             node_overlay=gates["NodeOverlay"],
+            repack_consolidation=gates["ConsolidationRepack"],
             cost_policy=self.COST_POLICY,
             cost_work=self.COST_WORK_BUDGET,
             max_replacements=(

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import yaml
 
 from bench.perf import cluster, monitor, timeline
 from bench.perf.processes import CATALOG, Controller, Sampler
@@ -32,6 +33,20 @@ from karpenter.providers.simulated.catalog import parse_catalog
 from karpenter.sandbox.controlplane import LocalControlPlane
 
 READY_TIMEOUT_S = 120.0
+DUMP_AFTER_S = (40.0,)  # seconds into a consolidation phase to also dump the cluster
+_DUMPED = (kc.NODEPOOLS, kc.NODES, kc.NODECLAIMS, kc.PODS)
+
+
+async def dump(kube: kc.KubeClient, path: Path) -> None:
+    """The cluster's NodePools, Nodes, NodeClaims and Pods as one YAML stream (the input of
+    ``karpenter simulate``, with ``bench/kwok_catalog.yaml`` beside it)."""
+    docs: list[dict[str, Any]] = []
+    for resource in _DUMPED:
+        items, _ = await kube.list(resource)
+        for item in items:
+            group = f"{resource.group}/" if resource.group else ""
+            docs.append({"apiVersion": f"{group}{resource.version}", "kind": resource.kind, **item})
+    await anyio.Path(path).write_text(yaml.safe_dump_all(docs, sort_keys=False))
 
 
 @dataclass(frozen=True)
@@ -122,6 +137,7 @@ async def run_phase(
     quiet_s: float,
     cap_s: float = float("inf"),
     audit_log: Path | None = None,
+    work: Path | None = None,
 ) -> PhaseResult:
     """Act, wait (at most upstream's limit for the phase, or ``cap_s``), measure."""
     wait_s = min(phase.limit_s, cap_s)
@@ -137,10 +153,16 @@ async def run_phase(
         )
     else:
         extra = _drift_done(kube, started) if phase.kind == "drift" else None
-        seconds, settled = await monitor.sampled(
-            sampler,
-            lambda: monitor.wait_settled(kube, table, phase.pods, quiet_s, wait_s, extra),
-        )
+        async with anyio.create_task_group() as tg:
+            if work is not None:
+                tg.start_soon(
+                    _dumps, kube, work / f"dump-{scenario}-{controller.kind}-{phase.kind}"
+                )
+            seconds, settled = await monitor.sampled(
+                sampler,
+                lambda: monitor.wait_settled(kube, table, phase.pods, quiet_s, wait_s, extra),
+            )
+            tg.cancel_scope.cancel()
     cpu_s = sampler.cpu()
     fleet = await monitor.fleet(kube, table)
     if phase.kind == "scale-out":
@@ -148,6 +170,8 @@ async def run_phase(
         line = await timeline.collect(kube, started, NAMESPACE, controller.log, audit_log)
         out = controller.log.with_name(f"timeline-{scenario}-{controller.kind}.md")
         out.write_text(line.table() + "\n", encoding="utf-8")
+    if work is not None:
+        await dump(kube, work / f"dump-{scenario}-{controller.kind}-{phase.kind}-end.yaml")
     return PhaseResult(
         scenario,
         phase.kind,
@@ -166,6 +190,15 @@ async def run_phase(
     )
 
 
+async def _dumps(kube: kc.KubeClient, stem: Path) -> None:
+    """Dump the cluster ``DUMP_AFTER_S`` into the phase (before consolidation acts)."""
+    waited = 0.0
+    for at in DUMP_AFTER_S:
+        await anyio.sleep(at - waited)
+        waited = at
+        await dump(kube, Path(f"{stem}-{int(at)}s.yaml"))
+
+
 def run_scenario(
     scenario: Scenario,
     kind: str,
@@ -182,7 +215,7 @@ def run_scenario(
         controller = Controller(kind, plane.kubeconfig, work / f"controller-{kind}.log")
         if profile:
             controller.profile = work / f"profile-{kind}.txt"
-        return anyio.run(_scenario, plane, scenario, controller, quiet_s, cap_s)
+        return anyio.run(_scenario, plane, scenario, controller, quiet_s, cap_s, work)
 
 
 async def _scenario(
@@ -191,6 +224,7 @@ async def _scenario(
     controller: Controller,
     quiet_s: float,
     cap_s: float,
+    work: Path,
 ) -> list[PhaseResult]:
     kind = controller.kind
     async with cluster.connected(plane) as kube:
@@ -202,7 +236,7 @@ async def _scenario(
             for phase in scenario.phases:
                 audit = plane.audit_log if plane.audit_log.exists() else None
                 result = await run_phase(
-                    kube, scenario.name, phase, controller, quiet_s, cap_s, audit
+                    kube, scenario.name, phase, controller, quiet_s, cap_s, audit, work
                 )
                 results.append(result)
                 if not controller.alive():

@@ -3,8 +3,10 @@
 Every ``poll_s`` the leader takes a snapshot and asks the pure core (``planner.decide``, the
 same code as ``karpenter simulate --disruption``) for the next command, leaving out the nodes the
 queue holds (in flight, or backing off after a failed command). Emptiness and consolidation
-commands are validated first: wait ``validation_s`` and decide again; the command goes ahead
-only if the second decision names the same candidates with the same kind of outcome. The queue
+commands are validated first, as upstream does: wait ``validation_s``, then judge the command's own
+candidates again on a fresh snapshot (``core/disruption/validation.py``); the command goes ahead
+if they are still candidates within budget and give the same kind of command (a fresh decision
+would name other candidates whenever anything moved the ranking during the wait). The queue
 (``controllers/disruption_queue.py``) then records, marks and replaces, and finishes each
 command when its replacements are up, so several commands are in flight at once; nodes of
 in-flight commands carry the disrupted taint, which the core reads as in flight (not candidates,
@@ -37,15 +39,11 @@ from karpenter.controllers.disruption_queue import (
 from karpenter.controllers.launching import instance_types
 from karpenter.core.disruption.bound import MULTI, SINGLE, Resume
 from karpenter.core.disruption.candidates import SurveyMemo
-from karpenter.core.disruption.commands import (
-    METHOD_EMPTINESS,
-    METHOD_EXPIRATION,
-    METHOD_MULTI,
-    METHOD_SINGLE,
-    Command,
-)
+from karpenter.core.disruption.commands import METHOD_EXPIRATION, Command
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.planner import decide
+from karpenter.core.disruption.validation import VALIDATED, revalidate
+from karpenter.core.model.cluster import Cluster
 from karpenter.core.provisioning.build import Reuse
 from karpenter.kube import errors
 
@@ -55,11 +53,6 @@ SYNC_RETRY_S = 1.0  # upstream requeues the disruption singleton in 1 s until sy
 QUIET_REFRESH_S = 60.0
 MULTI_BUDGET_S = 60.0  # upstream's multi-node consolidation timeout
 SINGLE_BUDGET_S = 180.0  # upstream's single-node consolidation timeout
-_VALIDATED = frozenset({METHOD_EMPTINESS, METHOD_MULTI, METHOD_SINGLE})
-
-
-def _signature(command: Command) -> tuple[str, tuple[str, ...], int]:
-    return command.method, tuple(sorted(command.names)), len(command.replacements)
 
 
 class ClockBound:
@@ -140,14 +133,16 @@ class Disruption(Controller):
                     await self.clock.sleep(self.poll_s)
                 last = names
 
-    async def _decide(self) -> Command | None:
+    async def _snapshot(self) -> tuple[Cluster, float]:
         pools = self.state.active_nodepools()
         types = await instance_types(
             self.cloud, self.state, pools, self.clock.now(), self.options, self._log
         )
         now = self.clock.now()
-        cluster = self.state.snapshot(types, now)
+        return self.state.snapshot(types, now), now
 
+    async def _decide(self) -> Command | None:
+        cluster, now = await self._snapshot()
         held = self.queue.held()
         bound = ClockBound(self.clock, *self._budgets)
 
@@ -171,6 +166,24 @@ class Disruption(Controller):
                 consolidation_type=method
             ).inc()
         return command
+
+    async def _revalidate(self, command: Command) -> Command | None:
+        """``command`` judged again on a fresh snapshot (``core.disruption.validation``)."""
+        cluster, now = await self._snapshot()
+        held = self.queue.held()
+
+        def run() -> Command | None:
+            return revalidate(
+                cluster,
+                self.options,
+                now,
+                command,
+                reuse=self._reuse,
+                survey_memo=self._memo,
+                held=held,
+            )
+
+        return await anyio.to_thread.run_sync(run)
 
     async def reconcile(self) -> Command | None:
         """One pass: the command started, or None."""
@@ -197,10 +210,10 @@ class Disruption(Controller):
         log = self._log.bind(
             reason=command.reason, method=command.method, nodes=list(command.names)
         )
-        if command.method in _VALIDATED:
+        if command.method in VALIDATED:
             await self.clock.sleep(self.validation_s)
-            again = await self._decide() if self.state.synced() else None
-            if again is None or _signature(again) != _signature(command):
+            again = await self._revalidate(command) if self.state.synced() else None
+            if again is None:
                 log.info("disruption command no longer valid after the validation wait")
                 self.metrics.voluntary_disruption_validation_failures.labels(
                     consolidation_type=CONSOLIDATION_TYPE[command.method]

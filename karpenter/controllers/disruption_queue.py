@@ -30,6 +30,7 @@ from karpenter.controllers.launching import create_nodeclaim
 from karpenter.core.disruption.commands import (
     METHOD_EMPTINESS,
     METHOD_MULTI,
+    METHOD_REPACK,
     METHOD_SINGLE,
     Command,
 )
@@ -40,7 +41,13 @@ REPLACEMENT_TIMEOUT_S = 20 * 60.0  # beyond the lifecycle's own launch + registr
 BACKOFF_BASE_S = 60.0
 BACKOFF_MAX_S = 10 * 60.0
 TICK_S = 1.0
-CONSOLIDATION_TYPE = {METHOD_EMPTINESS: "empty", METHOD_MULTI: "multi", METHOD_SINGLE: "single"}
+# repack is multi-node consolidation with several replacements: upstream's "multi" label
+CONSOLIDATION_TYPE = {
+    METHOD_EMPTINESS: "empty",
+    METHOD_MULTI: "multi",
+    METHOD_REPACK: "multi",
+    METHOD_SINGLE: "single",
+}
 
 
 class DisruptionQueue(Controller):

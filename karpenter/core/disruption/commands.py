@@ -20,6 +20,7 @@ METHOD_EMPTINESS = "emptiness"
 METHOD_DRIFT = "drift"
 METHOD_MULTI = "multi"
 METHOD_SINGLE = "single"
+METHOD_REPACK = "repack"
 METHOD_EXPIRATION = "expiration"
 
 

@@ -5,7 +5,10 @@ emptiness (every empty candidate within budget, one delete), drift (the oldest d
 candidate whose pods all fit elsewhere, replaced by as many NodeClaims as it needs),
 multi-node consolidation (the longest prefix of up to 100 ranked candidates that consolidates,
 found by binary search as upstream does) and single-node consolidation (the first candidate,
-round-robin over NodePools, that consolidates). Expiration is not budgeted and ignores
+round-robin over NodePools, that consolidates). Between the two, candidates that can all be
+deleted together are gathered greedily into one delete (``repack.batch_delete``); last, when
+nothing else acts, repack (the most wasteful candidates' pods packed onto fewer, fuller nodes:
+``repack``). Expiration is not budgeted and ignores
 do-not-disrupt and PDBs: a node past ``expireAfter`` is deleted, its pods rescheduled.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
+from karpenter.core.disruption import repack
 from karpenter.core.disruption.bound import MULTI, SINGLE
 from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import (
@@ -246,9 +250,27 @@ def single_node(ps: DisruptionPass) -> Command | None:
     return None
 
 
+def batch_delete(ps: DisruptionPass) -> Command | None:
+    """Candidates that can all be deleted together, gathered greedily (``repack``); not after
+    the bound cut multi-node short."""
+    if ps.timeouts:
+        return None
+    return repack.batch_delete(ps, list(_ranked_for_consolidation(ps)))
+
+
+def repack_node(ps: DisruptionPass) -> Command | None:
+    """The most wasteful candidates repacked onto fewer, fuller nodes (``repack``); not after
+    the bound cut a search of this pass short (the next pass walks on first)."""
+    if ps.timeouts:
+        return None
+    return repack.repack(ps, list(_ranked_for_consolidation(ps)))
+
+
 def next_command(ps: DisruptionPass) -> Command | None:
-    """The one command this pass carries out (expiration first, then upstream's order)."""
-    for method in (expiration, emptiness, drift, multi_node, single_node):
+    """The one command this pass carries out (expiration first, then upstream's order, then
+    repack when nothing else acts)."""
+    methods = (expiration, emptiness, drift, multi_node, batch_delete, single_node, repack_node)
+    for method in methods:
         command = method(ps)
         if command is not None:
             return command

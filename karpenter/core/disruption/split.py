@@ -144,7 +144,7 @@ def _attempt(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -
             f"can't remove without creating {len(outcome.claims)} replacements"
             f" (at most {ps.options.max_replacements})",
         )
-    built = _replacements(ps, outcome.claims, sum(c.price for c in candidates))
+    built = replacements(ps, outcome.claims, sum(c.price for c in candidates))
     if isinstance(built, NoOp):
         return built
     return Command(REASON_UNDERUTILIZED, method, tuple(candidates), built, outcome.moves)
@@ -169,7 +169,7 @@ def _worst_prices(claim: NewNodeClaim, pin: frozenset[str] | None) -> list[tuple
     return out
 
 
-def _replacements(
+def replacements(
     ps: DisruptionPass, claims: Sequence[NewNodeClaim], budget: float
 ) -> tuple[NewNodeClaim, ...] | NoOp:
     """Each claim narrowed to the types whose worst launch keeps the total under ``budget``."""

@@ -74,6 +74,9 @@ class Options:
     cost_work: int = 200_000
     # How many replacements one consolidation command may launch (1: upstream's rule).
     max_replacements: int = 10
+    # FEATURE_GATES=ConsolidationRepack (not upstream; off: on kwok the kube-scheduler's own
+    # placement of evicted pods left pods pending after repacks, and the fleet cycled).
+    repack_consolidation: bool = False
 
 
 @dataclass(frozen=True, slots=True)

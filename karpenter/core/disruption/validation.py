@@ -1,0 +1,85 @@
+"""Validating a command after the controller's wait: its own candidates, judged again.
+
+The controller waits before it starts an emptiness or consolidation command (upstream: 15 s),
+so pods that were about to land or leave have done so. Upstream then checks the command
+itself, not a fresh decision: its candidates must still be candidates within budget, and
+judging exactly them again must give the same kind of command (a delete stays a delete, a
+replacement the same number of NodeClaims). A fresh decision would name other candidates
+whenever anything in the cluster moved the ranking (a pod finishing its termination, a node
+joining), and throw away commands that are still good. The command carried out is the one
+judged again, with replacements priced on the fresh snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from karpenter.core.disruption import repack
+from karpenter.core.disruption.candidates import Candidate, SurveyMemo
+from karpenter.core.disruption.commands import (
+    METHOD_EMPTINESS,
+    METHOD_MULTI,
+    METHOD_REPACK,
+    METHOD_SINGLE,
+    Command,
+)
+from karpenter.core.disruption.consolidation import consolidate
+from karpenter.core.disruption.context import DisruptionPass, new_pass
+from karpenter.core.disruption.ranking import consolidatable
+from karpenter.core.model.cluster import Cluster, Options
+from karpenter.core.model.nodepool import REASON_EMPTY, REASON_UNDERUTILIZED
+from karpenter.core.provisioning.build import Reuse
+
+VALIDATED = frozenset({METHOD_EMPTINESS, METHOD_MULTI, METHOD_REPACK, METHOD_SINGLE})
+
+
+def _still_empty(c: Candidate) -> bool:
+    pool = c.nodepool
+    return (
+        c.empty
+        and pool.disruption.consolidate_after is not None
+        and pool.replicas is None
+        and c.consolidatable
+        and not c.pod_blocker
+    )
+
+
+def _judge(ps: DisruptionPass, command: Command, candidates: list[Candidate]) -> Command | None:
+    if command.method == METHOD_EMPTINESS:
+        if not all(_still_empty(c) for c in candidates):
+            return None
+        return Command(command.reason, command.method, tuple(candidates))
+    if not all(consolidatable(c) for c in candidates):
+        return None
+    if command.method == METHOD_REPACK:
+        return repack.command_for(ps, candidates)
+    judged = consolidate(ps, candidates, command.method)
+    return judged if isinstance(judged, Command) else None
+
+
+def revalidate(
+    cluster: Cluster,
+    options: Options,
+    now: float,
+    command: Command,
+    *,
+    reuse: Reuse | None = None,
+    survey_memo: SurveyMemo | None = None,
+    held: Mapping[str, str] | None = None,
+) -> Command | None:
+    """``command`` judged again on ``cluster`` (its candidates, within budget, the same kind
+    of command), or None when it no longer holds."""
+    ps = new_pass(cluster, options, now, reuse=reuse, survey_memo=survey_memo, held=held)
+    fresh = {c.name: c for c in ps.candidates}
+    candidates = [fresh[name] for name in command.names if name in fresh]
+    if len(candidates) != len(command.candidates):
+        return None
+    reason = REASON_EMPTY if command.method == METHOD_EMPTINESS else REASON_UNDERUTILIZED
+    if not all(ps.take(reason, c.nodepool.name) for c in candidates):
+        return None
+    judged = _judge(ps, command, candidates)
+    if judged is None or judged.decision != command.decision:
+        return None
+    if len(judged.replacements) != len(command.replacements):
+        return None
+    return judged

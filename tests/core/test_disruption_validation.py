@@ -1,0 +1,98 @@
+"""Validation after the wait: a command's own candidates judged again, as upstream does."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from karpenter.core.disruption.commands import Command
+from karpenter.core.disruption.planner import decide
+from karpenter.core.disruption.validation import revalidate
+from karpenter.core.model import labels as lbl
+from karpenter.core.model.cluster import Cluster, Options
+from karpenter.core.model.instancetype import InstanceType
+from karpenter.core.model.node import Node
+from karpenter.core.model.nodepool import Budget, Disruption
+from karpenter.core.model.pod import Pod
+from tests.support import builders as b
+
+NOW = 1_800_000_000.0
+HOUR = 3600.0
+M1, M2, M4, M8, M16 = b.catalog()
+POOL = b.nodepool(
+    disruption=Disruption("WhenEmptyOrUnderutilized", 0.0, (Budget("100%"),)),
+    requirements=b.term((lbl.CAPACITY_TYPE, "In", ["on-demand"])),
+)
+
+
+def _node(name: str, it: InstanceType, zone: str = "zone-a") -> Node:
+    return b.managed_node(name, it, zone=zone, creation=NOW - HOUR)
+
+
+def _cluster(nodes: tuple[Node, ...], pods: tuple[Pod, ...]) -> Cluster:
+    return b.cluster([POOL], nodes=nodes, pods=pods)
+
+
+def _decide(cluster: Cluster) -> Command:
+    command, _ = decide(cluster, Options(), NOW, assume_consolidate_after_elapsed=True)
+    assert command is not None
+    return command
+
+
+def _pinned(node: str, name: str, zone: str = "zone-a") -> Pod:
+    return b.bound(node, name, cpu="1", node_selector={lbl.ZONE: zone})
+
+
+def _oversized() -> Cluster:
+    """An m-8x running one 1-CPU pod pinned to its zone: replaced by an m-2x."""
+    return _cluster((_node("big", M8),), (_pinned("big", "p"),))
+
+
+def test_command_holds_when_a_better_ranked_candidate_appears() -> None:
+    """A node joining during the wait changes what a fresh decision picks, but the command's
+    own candidate still consolidates the same way, so validation keeps it."""
+    command = _decide(_oversized())
+    assert command.names == ("big",) and len(command.replacements) == 1
+    later = _cluster(
+        (_node("big", M8), _node("bigger", M16, zone="zone-b")),
+        (_pinned("big", "p"), _pinned("bigger", "q", zone="zone-b")),
+    )
+    assert _decide(later).names != command.names
+    again = revalidate(later, Options(), NOW, command)
+    assert again is not None
+    assert again.names == command.names
+    assert [r.launch.instance_type for r in again.replacements] == ["m-2x"]
+
+
+def test_command_fails_when_a_candidate_gets_blocked() -> None:
+    """A do-not-disrupt pod landing on a candidate during the wait invalidates the command."""
+    command = _decide(_oversized())
+    guarded = b.bound("big", "g", cpu="100m", annotations={lbl.DO_NOT_DISRUPT: "true"})
+    later = _cluster((_node("big", M8),), (_pinned("big", "p"), guarded))
+    assert revalidate(later, Options(), NOW, command) is None
+
+
+def test_delete_fails_when_it_would_now_need_a_replacement() -> None:
+    """A delete whose pods no longer fit elsewhere is not turned into a replacement."""
+    nodes = (_node("a", M4), _node("b", M4))
+    command = _decide(_cluster(nodes, (b.bound("a", "p1"), b.bound("b", "p2"))))
+    assert command.names == ("a",) and command.replacements == ()
+    full = b.bound("b", "filler", cpu="3")
+    later = _cluster(nodes, (b.bound("a", "p1"), b.bound("b", "p2"), full))
+    assert revalidate(later, Options(), NOW, command) is None
+
+
+def test_emptiness_fails_when_a_pod_lands() -> None:
+    """An empty node that got a pod during the wait is no longer deleted as empty."""
+    command = _decide(_cluster((_node("e", M4),), ()))
+    assert command.method == "emptiness"
+    later = _cluster((_node("e", M4),), (b.bound("e", "p"),))
+    assert revalidate(later, Options(), NOW, command) is None
+    assert revalidate(_cluster((_node("e", M4),), ()), Options(), NOW, command) == command
+
+
+def test_command_fails_when_its_pool_has_no_budget_left() -> None:
+    """A pool whose budget fell to zero during the wait invalidates the command."""
+    command = _decide(_oversized())
+    closed = replace(POOL, disruption=Disruption("WhenEmptyOrUnderutilized", 0.0, (Budget("0"),)))
+    later = b.cluster([closed], nodes=(_node("big", M8),), pods=(_pinned("big", "p"),))
+    assert revalidate(later, Options(), NOW, command) is None
