@@ -303,9 +303,17 @@ def _prefilter_splits(
     """0 when no larger residual than ``bound`` makes a split worth trying, else -1."""
     if not split.possible(ps, candidates):
         return 0
-    if split.fluid_floor(ps, bound) >= sum(c.price for c in candidates):
-        return 0
+    price = sum(c.price for c in candidates)
+    if split.fluid_floor(ps, bound) >= price or split.hopeless(ps, bound, price):
+        return 0  # both bounds only grow with the residual
     return -1
+
+
+def _hopeless(ps: DisruptionPass, candidates: Sequence[Candidate], base: Outcome) -> bool:
+    """The what-if's pods on new capacity prove no split pays (the replay puts the same pods
+    there, so the proof holds as long as the answer)."""
+    held = split.replaced(candidates, base)
+    return bool(held) and split.hopeless(ps, held, sum(c.price for c in candidates))
 
 
 def judge(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> Command | NoOp:
@@ -342,7 +350,7 @@ def judge(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> C
         base = outcomes[0]
         if ps.failed_splits.failed(ps.cluster, ps.options, candidates, base):
             splits = 0  # the split failed after this very what-if: never tried again
-        elif left <= 0 and split.possible(ps, candidates):
+        elif left <= 0 and split.possible(ps, candidates) and not _hopeless(ps, candidates, base):
             splits = -1  # with a split left, one might have been tried
         else:
             splits = 0  # the replay gives the same pods to place: the same answer to split
