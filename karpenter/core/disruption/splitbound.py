@@ -91,13 +91,16 @@ class WholeNodes:
     table: Sequence[tuple[float, dict[str, int]]]
     _rows: dict[str, list[Row]] = field(default_factory=dict)
     _programs: dict[tuple[str, int], _Program] = field(default_factory=dict)
+    _cheapest: float | None = None
 
     def floor(self, requests: res.Resources, budget: float) -> float:
         """A price no two or more nodes holding ``requests`` undercut, exact up to
         ``budget``: at or above ``budget`` means no such set costs less."""
         if not self.table:
             return math.inf
-        cheapest = min(p for p, _ in self.table)
+        if self._cheapest is None:
+            self._cheapest = min(p for p, _ in self.table)
+        cheapest = self._cheapest
         floor = 2 * cheapest
         for name in _TRACKED:
             need = requests.get(name, 0)
