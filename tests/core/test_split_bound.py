@@ -1,4 +1,4 @@
-"""The whole-node bound on splits: a proof that no split pays is never wrong.
+"""The whole-node bound on splits and the memo's recheck of joined room: proofs never wrong.
 
 ``splitbound`` says "no two or more nodes holding these requests cost less than the budget";
 these tests check it against brute force on small random catalogues, and on seeded clusters
@@ -17,12 +17,14 @@ import pytest
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.disruption import split, splitbound
 from karpenter.core.disruption.candidates import Candidate
-from karpenter.core.disruption.commands import Command, NoOp
-from karpenter.core.disruption.consolidation import _verdict
+from karpenter.core.disruption.commands import METHOD_SINGLE, Command, NoOp
+from karpenter.core.disruption.consolidation import _verdict, consolidate
 from karpenter.core.disruption.context import DisruptionPass, new_pass
-from karpenter.core.disruption.methods import consolidation_candidates
+from karpenter.core.disruption.methods import consolidation_candidates, next_command
+from karpenter.core.disruption.planner import name_replacements
 from karpenter.core.disruption.retries import FailedSplits
 from karpenter.core.disruption.simulation import reschedule
+from karpenter.core.disruption.world import World
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.node import Node
@@ -193,3 +195,69 @@ def test_a_proof_holds_for_any_larger_requests(seed: int) -> None:
         budget = rng.choice(table)[0]
         if not bound.may_undercut(small, budget):
             assert not bound.may_undercut(large, budget)
+
+
+def _memo_checks(cluster: Cluster, options: Options) -> int:
+    """Run a plan's world; before each command, check every kept single-node answer against a
+    fresh pass on the same snapshot. Returns how many kept answers were checked."""
+    # nodes an hour old: consolidation, not expiration, acts on them
+    cluster = replace(cluster, nodes=tuple(replace(n, creation=NOW - 3600) for n in cluster.nodes))
+    world = World(cluster, options, NOW)
+    checked = counter = 0
+    for _ in range(60):
+        probe = world.next_pass()
+        fresh = new_pass(world.cluster, options, NOW)
+        by_name = {c.name: c for c in fresh.candidates}
+        for c in list(world.candidates.values()):
+            if c.name in by_name and world.memo.get(probe, [c]) is not None:
+                checked += 1
+                verdict = consolidate(fresh, [by_name[c.name]], METHOD_SINGLE)
+                assert isinstance(verdict, NoOp), c.name
+        ps = world.next_pass()
+        command = next_command(ps)
+        world.passed(ps)
+        if command is None:
+            break
+        step = name_replacements(command, counter)
+        counter += len(step.replacement_names)
+        world.apply(command, step.replacement_names)
+    return checked
+
+
+@pytest.mark.parametrize("variant", ("plain", "daemonset", "spot"))
+def test_every_kept_no_is_what_a_fresh_pass_answers(variant: str) -> None:
+    """Across a plan (nodes leaving, receiving pods, replacements joining with room), every
+    single-node "no" the verdict memo still holds is a "no" of a fresh pass on the same
+    snapshot, including the prefilter answers rechecked against joined nodes' room."""
+    cluster = _cluster(5, variant, nodes=60, fill=12)
+    assert _memo_checks(cluster, _options(variant)) > 0
+
+
+def _bench_like(seed: int, nodes: int = 60) -> Cluster:
+    """The disruption benchmark's shape on the fake catalogue: most nodes right-sized for
+    6-10 pods of mixed shapes, every fifth 3.5 times too large for its 3 pods."""
+    rng = random.Random(seed)
+    types = fake_instance_types(64)
+    node_list: list[Node] = []
+    pods: list[Pod] = []
+    for i in range(nodes):
+        over = i % 5 == 0
+        shapes = [
+            (rng.choice(("100m", "250m", "500m", "1", "1500m")), rng.choice(("512Mi", "2Gi")))
+            for _ in range(3 if over else rng.randint(6, 10))
+        ]
+        need = res.add(*(b.requests(cpu=c, memory=m, pods=1) for c, m in shapes))
+        if over:
+            need = {k: 7 * v // 2 for k, v in need.items()}
+        it = next(t for t in types if res.fits(need, t.allocatable))
+        name = f"f-{i:03d}"
+        ctype = "spot" if rng.random() < 0.3 else "on-demand"
+        node_list.append(b.managed_node(name, it, zone="test-zone-1", capacity_type=ctype))
+        pods += [b.bound(name, cpu=c, memory=m) for c, m in shapes]
+    return b.cluster([b.nodepool()], types, nodes=tuple(node_list), pods=tuple(pods))
+
+
+def test_every_kept_no_is_what_a_fresh_pass_answers_on_the_fake_catalogue() -> None:
+    """As above on the benchmark's shape of cluster, where most answers are prefilter proofs
+    resting on pods no other node has room for, rechecked as replacements join."""
+    assert sum(_memo_checks(_bench_like(seed), Options()) for seed in range(3)) > 20
