@@ -266,6 +266,35 @@ def test_free_index_yields_exactly_the_plain_scan() -> None:
             index = FreeIndex(rooms)
 
 
+def test_free_index_front_prunes_blocks_whose_maxima_come_from_different_nodes() -> None:
+    """Nodes alternately rich in CPU and in memory: every block's per-resource maxima pass a
+    pod needing both, yet no node holds it, and the scans still equal the plain scan as nodes
+    change (the block fronts follow every update, exclusion and join)."""
+    rng = random.Random(13)
+    rooms = [
+        {res.CPU: 4000, res.MEMORY: 1, res.PODS: 5}
+        if i % 2
+        else {res.CPU: 100, res.MEMORY: 8, res.PODS: 5}
+        for i in range(200)
+    ]
+    index = FreeIndex(rooms)
+    both = {res.CPU: 2000, res.MEMORY: 4, res.PODS: 1}
+    assert list(index.candidates(0, both)) == []
+    for _ in range(300):
+        i = rng.randrange(0, len(rooms))
+        if rng.random() < 0.1:
+            rooms.insert(i, {res.CPU: rng.choice((100, 3000)), res.MEMORY: rng.choice((1, 6))})
+            index.insert(i, rooms[i])
+        else:
+            rooms[i][res.CPU] = rng.choice((100, 2500, 4000))
+            rooms[i][res.MEMORY] = rng.choice((0, 1, 5, 8))
+            index.update(i)
+        start = rng.randrange(0, len(rooms))
+        request = rng.choice((both, {res.CPU: 2000, res.MEMORY: 1}, {res.MEMORY: 5}))
+        plain = [j for j in range(start, len(rooms)) if res.fits(request, rooms[j])]
+        assert list(index.candidates(start, request)) == plain
+
+
 def test_free_index_remembers_empty_scans_only_while_no_room_grows() -> None:
     """Scans repeated while nodes lose room, gain room, join and leave yield exactly the plain
     scan each time (a remembered "no node" never outlives a change that could make room)."""

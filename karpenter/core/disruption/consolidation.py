@@ -294,7 +294,8 @@ def consolidate(ps: DisruptionPass, candidates: Sequence[Candidate], method: str
 
         needed = res.add(*(c.requests for c in outcome.claims))
         one_node = sum(c.launch.price for c in outcome.claims) if len(outcome.claims) == 1 else None
-        if split.worth_trying(ps, candidates, needed, one_node):
+        held = split.replaced(candidates, outcome)
+        if split.worth_trying(ps, candidates, needed, one_node, held):
             attempt = split.consolidate_split(ps, candidates, method, outcome)
             if isinstance(attempt, Command):
                 verdict = attempt

@@ -36,6 +36,7 @@ from karpenter.core.provisioning.existing import StateNode
 
 if TYPE_CHECKING:
     from karpenter.core.disruption.ranking import CandidateIndex
+    from karpenter.core.disruption.splitbound import WholeNodes
     from karpenter.core.disruption.verdicts import VerdictMemo
 
 
@@ -77,6 +78,8 @@ class DisruptionPass:
     verdicts: VerdictMemo | None = None
     # Vertices of the (cpu, memory) per-unit prices every type respects (split.fluid_floor).
     unit_prices: list[tuple[float, float]] | None = None
+    # The whole-node bound on splits over this catalogue, with its memo (``splitbound``).
+    whole_nodes: WholeNodes | None = None
     # Split simulations this pass may still run (split.SPLITS_PER_PASS: a work limit).
     splits_left: int = 2
     # Splits that failed, kept from pass to pass by the caller (``retries``).

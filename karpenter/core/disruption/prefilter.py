@@ -86,7 +86,9 @@ def _cheapest_holding(ps: DisruptionPass, requests: res.Resources) -> float | No
     return ps.holding[key]
 
 
-def _scan(ps: DisruptionPass, requests: res.Resources) -> float | None:
+def price_table(ps: DisruptionPass) -> list[tuple[float, dict[str, int]]]:
+    """(cheapest available price, allocatable) of the types no cheaper type holds everything
+    of, cheapest first (once per pass, or per plan when the world carries it)."""
     if ps.price_table is None:
         table = []
         for types in ps.types_by_pool.values():
@@ -96,7 +98,11 @@ def _scan(ps: DisruptionPass, requests: res.Resources) -> float | None:
                     table.append((min(prices), it.allocatable))
         table.sort(key=lambda row: row[0])
         ps.price_table = _frontier(table)
-    for price, allocatable in ps.price_table:
+    return ps.price_table
+
+
+def _scan(ps: DisruptionPass, requests: res.Resources) -> float | None:
+    for price, allocatable in price_table(ps):
         if res.fits(requests, allocatable):
             return price
     return None

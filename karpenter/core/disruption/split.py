@@ -10,14 +10,18 @@ add up to strictly less than the candidates' price: each replacement keeps only 
 whose worst-case price stays within its share of the savings (its cheapest worst case plus an
 equal part of the slack), so no launch it allows can eat the savings. A replacement that
 could be spot or on-demand is pinned to spot, as single replacements are; all-spot candidates
-are left to the spot-to-spot rules of single replacements. How many splits a pass simulates
-is bounded by counts (``worth_trying``).
+are left to the spot-to-spot rules of single replacements. Savings under a billionth of the
+candidates' price count as none (``splitbound.TIE``: a tie must not pass on rounding). How many
+splits a pass simulates is bounded by counts (``worth_trying``), and none is simulated where
+whole nodes prove that no two or more replacements can cost less (``splitbound``): on a
+catalogue priced by size, a right-sized node's pods cost as much on two nodes as on one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from karpenter.core.disruption import prefilter, splitbound
 from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import Command, NoOp
 from karpenter.core.disruption.consolidation import rebuild, worst_launch_price
@@ -43,15 +47,34 @@ def worth_trying(
     candidates: Sequence[Candidate],
     requests: res.Resources,
     one_node: float | None,
+    held: res.Resources | None = None,
 ) -> bool:
     """Whether to simulate a split for pods needing ``requests`` of new capacity, which one
-    node holds for ``one_node`` (None: no node does)."""
+    node holds for ``one_node`` (None: no node does); ``held``: what of it the replacements
+    must hold for certain (default: all of it)."""
     if not allowed(ps, candidates):
         return False
     floor = fluid_floor(ps, requests)
-    if floor >= sum(c.price for c in candidates):
+    price = sum(c.price for c in candidates)
+    if floor >= price:
         return False  # no set of nodes holding them is cheaper than the candidates
-    return one_node is None or one_node > floor * (1 + SPLIT_MARGIN)
+    if one_node is not None and one_node <= floor * (1 + SPLIT_MARGIN):
+        return False
+    return not hopeless(ps, requests if held is None else held, price)
+
+
+def hopeless(ps: DisruptionPass, held: res.Resources, price: float) -> bool:
+    """Proven: no two or more nodes holding ``held`` cost less than ``price`` (whole nodes,
+    ``splitbound``), so a split there fails whatever the repack finds."""
+    if ps.whole_nodes is None:
+        ps.whole_nodes = splitbound.WholeNodes(prefilter.price_table(ps))
+    return not ps.whole_nodes.may_undercut(held, price)
+
+
+def replaced(candidates: Sequence[Candidate], outcome: Outcome) -> dict[str, int]:
+    """The requests of the candidates' pods a what-if put on new NodeClaims."""
+    moved = {key for key, where in outcome.moves if where.startswith("replacement:")}
+    return res.add(*(p.requests for c in candidates for p in c.pods if p.key in moved))
 
 
 def fluid_floor(ps: DisruptionPass, requests: res.Resources) -> float:
@@ -179,7 +202,7 @@ def replacements(
         return NoOp("NotCheaper", "a replacement has no type it could launch")
     floor = sum(min(p for p, _ in w) for w in worst)
     slack = budget - floor
-    if slack <= 0:
+    if slack <= budget * splitbound.TIE:
         return NoOp("NotCheaper", "can't replace with cheaper nodes")
     share = slack / len(claims)
     out = []

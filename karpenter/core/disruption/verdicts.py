@@ -11,8 +11,9 @@ fresh computation would give it again, and the world (``world``) reports every c
   (``prefilter.verdict``). The residual is the larger of two bounds, and each grows only:
   the *excess* over the free room of every other node, while that total room does not grow
   past the value it had (a watermark per resource the verdict needs); the *homeless* pods, no
-  other node having room for one of them alone, less those a node that joined since has room
-  for (the answer is checked again on that smaller residual when next asked).
+  other node having room for one of them alone. Once nodes join, those a joined node has room
+  for count only beyond the joined nodes' room as it is now (the answer is checked again on
+  that smaller residual when next asked).
 - A what-if "no" is the replay of a first-fit pass: each pod goes to the first node in pass
   order that takes it, else to new NodeClaims. The replay is identical while the nodes that
   received pods, and the candidates, are unchanged, and no node joined ahead of where a pod of
@@ -90,11 +91,11 @@ class _Entry:
     marks: dict[str, int]  # free-room totals the entry needs not to grow past
     seq: int
     splits: int = 0  # how the answer depends on the pass's splits left (module docstring)
-    # Prefilter entries: the homeless pods and excess the answer rests on, and the room of
-    # nodes that joined since (some homeless pod may fit there now).
+    # Prefilter entries: the homeless pods and excess the answer rests on, and the nodes
+    # that joined since with room for some homeless pod (it may go there now).
     homeless: list[res.Resources] = field(default_factory=list)
     excess: dict[str, int] = field(default_factory=dict)
-    rooms: list[Mapping[str, int]] = field(default_factory=list)
+    joined: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -131,29 +132,35 @@ class VerdictMemo:
             return None
         if entry.splits < 0 and ps.splits_left > 0:
             return None  # holds only once no split is left: ask again (the entry stays)
-        if entry.rooms and not self._still(ps, candidates, key, entry):
+        if entry.joined and not self._still(ps, candidates, entry):
             self._drop(key)
             return None
         if entry.splits > 0 and ps.splits_left > 0:
             ps.splits_left -= 1  # the attempt a fresh computation would make (and fail)
         return entry.verdict
 
-    def _still(
-        self, ps: DisruptionPass, candidates: Sequence[Candidate], key: tuple[str, ...], e: _Entry
-    ) -> bool:
-        """Whether a prefilter "no" holds without the pods the joined nodes have room for
-        (and narrow the entry to the pods left)."""
-        kept = [r for r in e.homeless if not any(room_for(r, room) for room in e.rooms)]
-        bound = res.maximum((e.excess, res.add(*kept)))
+    def _still(self, ps: DisruptionPass, candidates: Sequence[Candidate], e: _Entry) -> bool:
+        """Whether a prefilter "no" holds now that nodes joined (and keep only the joined
+        nodes that still have room for a homeless pod).
+
+        A homeless pod can go only to a node that joined since, and those take no more than
+        their room now (a node's room never grows), so the pods a joined node has room for
+        still need new capacity beyond the joined nodes' total room."""
+        free = ps.cache["free"]
+        rooms = [free[name] for name in e.joined if name in free]
+        housed = [r for r in e.homeless if any(room_for(r, room) for room in rooms)]
+        kept = [r for r in e.homeless if not any(room_for(r, room) for room in rooms)]
+        spill = res.floor_zero(res.subtract(res.add(*housed), res.add(*rooms)))
+        bound = res.maximum((e.excess, res.add(*kept, spill)))
         if not verdict(ps, candidates, bound):
             return False
         e.splits = _prefilter_splits(ps, candidates, bound)
-        for shape in e.reach:
-            self._by_shape[shape][1].discard(key)
-        e.homeless, e.rooms = kept, []
-        e.reach = {_shape(r): FAR for r in kept}
-        for shape in e.reach:
-            self._by_shape.setdefault(shape, (dict(shape), set()))[1].add(key)
+        e.joined = [
+            name
+            for name in e.joined
+            if name in free and any(room_for(r, free[name]) for r in e.homeless)
+        ]
+        key = tuple(c.name for c in candidates)
         if len(key) == 1 and self.watcher is not None:
             self.watcher.learned(key[0], e.splits != 0)
         return True
@@ -260,8 +267,8 @@ class VerdictMemo:
                         continue
                     if entry.verdict.kind != PREFILTER:
                         self._drop(key)
-                    elif not entry.rooms or entry.rooms[-1] is not remaining:
-                        entry.rooms.append(remaining)
+                    elif not entry.joined or entry.joined[-1] != at[1]:
+                        entry.joined.append(at[1])
                         if len(key) == 1 and self.watcher is not None:
                             self.watcher.forgot(key[0])  # to be checked again
 
@@ -303,9 +310,17 @@ def _prefilter_splits(
     """0 when no larger residual than ``bound`` makes a split worth trying, else -1."""
     if not split.possible(ps, candidates):
         return 0
-    if split.fluid_floor(ps, bound) >= sum(c.price for c in candidates):
-        return 0
+    price = sum(c.price for c in candidates)
+    if split.fluid_floor(ps, bound) >= price or split.hopeless(ps, bound, price):
+        return 0  # both bounds only grow with the residual
     return -1
+
+
+def _hopeless(ps: DisruptionPass, candidates: Sequence[Candidate], base: Outcome) -> bool:
+    """The what-if's pods on new capacity prove no split pays (the replay puts the same pods
+    there, so the proof holds as long as the answer)."""
+    held = split.replaced(candidates, base)
+    return bool(held) and split.hopeless(ps, held, sum(c.price for c in candidates))
 
 
 def judge(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> Command | NoOp:
@@ -342,7 +357,7 @@ def judge(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> C
         base = outcomes[0]
         if ps.failed_splits.failed(ps.cluster, ps.options, candidates, base):
             splits = 0  # the split failed after this very what-if: never tried again
-        elif left <= 0 and split.possible(ps, candidates):
+        elif left <= 0 and split.possible(ps, candidates) and not _hopeless(ps, candidates, base):
             splits = -1  # with a split left, one might have been tried
         else:
             splits = 0  # the replay gives the same pods to place: the same answer to split

@@ -31,6 +31,7 @@ from karpenter.core.disruption.context import DisruptionPass, budget_counts, cou
 from karpenter.core.disruption.ranking import CandidateIndex
 from karpenter.core.disruption.retries import FailedSplits
 from karpenter.core.disruption.simulation import pending_pods, unconstrained
+from karpenter.core.disruption.splitbound import WholeNodes
 from karpenter.core.disruption.verdicts import VerdictMemo, order
 from karpenter.core.lifecycle import nodepool_hash
 from karpenter.core.model import labels as lbl
@@ -127,6 +128,8 @@ class World:
         self.free["__total__"] = res.add(*self.free.values())
         self.pod_shapes: dict[str, Shapes] = {}
         self.price_table: list[tuple[float, dict[str, int]]] | None = None
+        self.unit_prices: list[tuple[float, float]] | None = None
+        self.whole_nodes: WholeNodes | None = None
         self.worst_prices: dict[tuple[object, object], dict[int, float | None]] = {}
         self.holding: dict[tuple[tuple[str, int], ...], float | None] = {}
         self.initialized = {s.name: s.initialized for s in every}
@@ -166,6 +169,8 @@ class World:
         ps.cache["free"] = self.free
         ps.pod_shapes = self.pod_shapes
         ps.price_table = self.price_table
+        ps.unit_prices = self.unit_prices
+        ps.whole_nodes = self.whole_nodes
         ps.worst_prices = self.worst_prices
         ps.holding = self.holding
         anti = self.reuse.snapshot(self.cluster).anti_owners
@@ -176,8 +181,11 @@ class World:
         return ps
 
     def passed(self, ps: DisruptionPass) -> None:
-        """Keep what the pass computed once for good (the prefilter's price table)."""
+        """Keep what the pass computed once for good (the prefilter's price table, the
+        split bounds' tables: they depend on the instance types alone)."""
         self.price_table = ps.price_table
+        self.unit_prices = ps.unit_prices
+        self.whole_nodes = ps.whole_nodes
 
     # ---- a command ------------------------------------------------------------------------
     def apply(self, command: Command, names: tuple[str, ...]) -> None:

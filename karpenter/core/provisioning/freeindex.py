@@ -3,7 +3,10 @@
 The solver places a pod on the first existing node (in pass order) that takes it. In a busy
 cluster most nodes are full, and checking each in turn makes a pass O(pods × nodes). Nodes are
 grouped in blocks (of two sizes, below) with the per-block maximum of each tracked resource;
-a block whose maximum is below a pod's request cannot hold it and is skipped whole. The index
+a block whose maximum is below a pod's request cannot hold it and is skipped whole. The
+maxima are taken per resource, so a small block where one node has the CPU and another the
+memory passes them; each small block also keeps its *front* (the rooms no other room of the
+block holds), and a pod that fits none of them fits no node of the block. The index
 only prunes: every node it yields still goes through the full check, and order is preserved,
 so placements are exactly those of the plain scan.
 
@@ -34,6 +37,18 @@ def _max(rows: Sequence[Room]) -> Room:
     return (max(r[0] for r in rows), max(r[1] for r in rows), max(r[2] for r in rows))
 
 
+def _front(rows: Sequence[Room]) -> tuple[Room, ...]:
+    """The rooms no other room of ``rows`` holds (a request fits some row iff it fits one of
+    these); excluded nodes never count."""
+    kept: list[Room] = []
+    for r in sorted(rows, reverse=True):
+        if r[0] == _NONE:
+            break
+        if not any(k[1] >= r[1] and k[2] >= r[2] for k in kept):
+            kept.append(r)
+    return tuple(kept)
+
+
 class FreeIndex:
     """Per-node, per-8 and per-64 (cpu, memory, pods) room over a list of free-capacity maps.
 
@@ -44,12 +59,13 @@ class FreeIndex:
     to 8 before testing nodes one by one.
     """
 
-    __slots__ = ("_empty", "_free", "_large", "_room", "_small")
+    __slots__ = ("_empty", "_free", "_front", "_large", "_room", "_small")
 
     def __init__(self, free: Sequence[dict[str, int]]) -> None:
         self._free = list(free)
         self._room = [_triple(r) for r in self._free]
         self._small = [_max(self._room[b : b + SMALL]) for b in range(0, len(free), SMALL)]
+        self._front = [_front(self._room[b : b + SMALL]) for b in range(0, len(free), SMALL)]
         self._large = [_max(self._room[b : b + LARGE]) for b in range(0, len(free), LARGE)]
         # (cpu, memory, pods) request -> the lowest start from which a scan found no node
         self._empty: dict[Room, int] = {}
@@ -60,6 +76,7 @@ class FreeIndex:
         copy._free = list(self._free)
         copy._room = list(self._room)
         copy._small = list(self._small)
+        copy._front = list(self._front)
         copy._large = list(self._large)
         copy._empty = dict(self._empty)  # excluding nodes only takes room away
         for index in excluded:
@@ -89,6 +106,9 @@ class FreeIndex:
         self._small[first:] = [
             _max(room[b : b + SMALL]) for b in range(first * SMALL, len(room), SMALL)
         ]
+        self._front[first:] = [
+            _front(room[b : b + SMALL]) for b in range(first * SMALL, len(room), SMALL)
+        ]
         per = LARGE // SMALL
         first_large = index // LARGE
         small = self._small
@@ -108,7 +128,9 @@ class FreeIndex:
 
     def _refresh(self, index: int) -> None:
         small = index // SMALL
-        self._small[small] = _max(self._room[small * SMALL : small * SMALL + SMALL])
+        rows = self._room[small * SMALL : small * SMALL + SMALL]
+        self._small[small] = _max(rows)
+        self._front[small] = _front(rows)
         per = LARGE // SMALL
         large = index // LARGE
         self._large[large] = _max(self._small[large * per : large * per + per])
@@ -121,9 +143,12 @@ class FreeIndex:
         pods = max(request.get(res.PODS, 0), 0) or _NONE + 1
         key = (cpu, mem, pods)
         seen = self._empty.get(key)
-        if seen is not None and seen <= start:
-            return
-        room, small, large = self._room, self._small, self._large
+        if seen is None or seen > start:
+            yield from self._scan(start, key)
+
+    def _scan(self, start: int, key: Room) -> Iterator[int]:
+        cpu, mem, pods = key
+        room, small, large, front = self._room, self._small, self._large, self._front
         total = len(room)
         index = start
         found = False
@@ -136,6 +161,14 @@ class FreeIndex:
             if index % SMALL == 0:
                 m = small[index // SMALL]
                 if m[0] < cpu or m[1] < mem or m[2] < pods:
+                    index += SMALL
+                    continue
+                # The maxima pass whenever one node has the cpu and another the memory;
+                # the block's front says whether one node has both.
+                for f in front[index // SMALL]:
+                    if f[0] >= cpu and f[1] >= mem and f[2] >= pods:
+                        break
+                else:
                     index += SMALL
                     continue
             r = room[index]
