@@ -187,6 +187,7 @@ class Operator:
             batch_idle_s=ctx.settings.batch_idle_seconds,
             batch_max_s=ctx.settings.batch_max_seconds,
             default_spread=schedulerconfig.load(ctx.settings.SCHEDULER_CONFIG),
+            early=ctx.settings.feature_gates["EarlyProvisioning"],
         )
         # CapacityBuffer (feature gate, off by default as upstream): headroom as virtual pods
         self.capacity_buffers: CapacityBuffers | None = None

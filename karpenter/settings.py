@@ -23,6 +23,8 @@ DEFAULT_FEATURE_GATES = {
     "StaticCapacity": False,
     "CapacityBuffer": False,
     "ConsolidationRepack": False,  # not upstream: consolidation's repack method (alpha)
+    # not upstream: provision for pods the kube-scheduler has not judged 1 s after they appear
+    "EarlyProvisioning": True,
 }
 
 

@@ -40,6 +40,8 @@ from karpenter.core.scheduling.taints import EFFECTS, Taint, Toleration
 
 Obj = Mapping[str, Any]
 T = TypeVar("T")
+# The kube-scheduler whose filters the core models (a pod naming another one is judged by it).
+DEFAULT_SCHEDULER = "default-scheduler"
 
 
 def map_of(value: Any, path: str) -> Obj:
@@ -400,6 +402,16 @@ def _unschedulable(status: Obj) -> bool:
     return False
 
 
+def _awaiting_scheduler(status: Obj, spec: Obj) -> bool:
+    judged = any(
+        isinstance(c, Mapping) and c.get("type") == "PodScheduled"
+        for c in _list(status.get("conditions"), "status.conditions")
+    )
+    gated = bool(_list(spec.get("schedulingGates"), "spec.schedulingGates"))
+    default = str(spec.get("schedulerName") or DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
+    return not judged and not gated and default
+
+
 def pod_spec(spec: Obj, path: str) -> dict[str, Any]:
     """The scheduling-relevant fields of a PodSpec, as Pod keyword arguments."""
     volumes = _list(spec.get("volumes"), f"{path}.volumes")
@@ -460,6 +472,7 @@ def pod(obj: Obj) -> Pod:
         deletion_time=timestamp(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
         owners=_owners(meta),
         unschedulable_condition=_unschedulable(status),
+        awaiting_scheduler=_awaiting_scheduler(status, map_of(obj.get("spec"), "spec")),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         ready=_condition(status, "Ready", default=False),
         **pod_spec(map_of(obj.get("spec"), "spec"), "spec"),

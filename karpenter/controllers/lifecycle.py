@@ -164,7 +164,11 @@ class Lifecycle(Controller):
                 NODECLAIMS, claim.name, {"metadata": {"labels": labels}}
             )
             self.state.nodeclaims.upsert(obj)
-            raw.setdefault("metadata", {})["labels"] = labels
+            meta = raw.setdefault("metadata", {})
+            meta["labels"] = labels
+            # the status write that follows locks on this version: the claim's own label write
+            # must not make it a Conflict (a re-read and a second write, seconds under load)
+            meta["resourceVersion"] = codec.meta(obj).get("resourceVersion")
         status.update(
             providerID=launched.provider_id,
             imageID=launched.image_id,
@@ -299,20 +303,22 @@ class Lifecycle(Controller):
                 taints = codec.merge_taints(taints, wanted)
         owners = [o for o in meta.get("ownerReferences") or [] if o.get("uid") != codec.uid(raw)]
         owners.append(codec.owner_reference(raw))
-        patch: dict[str, Any] = {
-            "metadata": {
-                "labels": labels,
-                "ownerReferences": owners,
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "spec": {"taints": taints},
-        }
         finalizers = _with_finalizer(node)
+        # A JSON patch that locks only what it replaces whole (taints, owner references,
+        # finalizers: a ``test`` of each list as read) and sets labels one by one: another
+        # writer's change to those lists (a CNI agent removing its taint) fails the patch and
+        # the claim is requeued, but the kubelet's status heartbeats, which bump the Node's
+        # resourceVersion every few seconds, no longer make registration a Conflict.
+        ops = _label_ops(meta.get("labels"), labels)
+        ops += _list_ops("/spec/taints", (node.get("spec") or {}).get("taints"), taints)
+        ops += _list_ops("/metadata/ownerReferences", meta.get("ownerReferences"), owners)
         if finalizers is not None:
-            patch["metadata"]["finalizers"] = finalizers
-        # The resourceVersion makes the patch an optimistic lock: the kubelet (here, the
-        # simulated cloud) may be patching the same Node; a Conflict requeues the claim.
-        return await self.kube.merge_patch(NODES, codec.name(node), patch)
+            ops += _list_ops("/metadata/finalizers", meta.get("finalizers"), finalizers)
+        try:
+            return await self.kube.json_patch(NODES, codec.name(node), ops)
+        except errors.Invalid as err:
+            # a failed ``test``: a list changed since it was read
+            raise errors.Conflict(409, "Conflict", str(err)) from err
 
     async def _ensure_finalizer(self, node: Obj) -> None:
         """Nodes registered before drain existed get the finalizer too (once)."""
@@ -395,6 +401,34 @@ class Lifecycle(Controller):
 
     async def _event(self, raw: Obj, kind: str, reason: str, message: str) -> None:
         await self.recorder.publish(codec.object_reference(raw), kind, reason, message)
+
+
+def _pointer(token: str) -> str:
+    """A JSON pointer token (RFC 6901): ``~`` and ``/`` escaped."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _label_ops(current: Mapping[str, Any] | None, wanted: Mapping[str, str]) -> list[Obj]:
+    """Ops setting ``wanted`` labels, one per changed label (others' labels stay as they are)."""
+    if not current:
+        return [{"op": "add", "path": "/metadata/labels", "value": dict(wanted)}]
+    return [
+        {"op": "add", "path": f"/metadata/labels/{_pointer(k)}", "value": v}
+        for k, v in sorted(wanted.items())
+        if current.get(k) != v
+    ]
+
+
+def _list_ops(path: str, current: list[Any] | None, wanted: list[Any]) -> list[Obj]:
+    """Ops replacing the list at ``path`` with ``wanted`` if it still is ``current``."""
+    if current == wanted or (not current and not wanted):
+        return []
+    if current is None:
+        return [{"op": "add", "path": path, "value": wanted}]
+    return [
+        {"op": "test", "path": path, "value": current},
+        {"op": "replace", "path": path, "value": wanted},
+    ]
 
 
 def _with_finalizer(node: Mapping[str, Any]) -> list[str] | None:

@@ -8,6 +8,16 @@ only when a pending pod has a topology constraint over another key than the host
 spread needs the zone the claim launched in); otherwise a claim still unlaunched counts what
 its smallest fitting type guarantees, and the pass goes ahead at once.
 
+Early provisioning (feature gate ``EarlyProvisioning``, on by default; not upstream): upstream
+acts only on pods the kube-scheduler marked ``Unschedulable``. In a burst the scheduler's verdicts
+trail the pods by seconds (a 1000-pod Deployment on a busy control plane: 7-10 s), and every one
+of those seconds is a second before the first node boots. A pod the scheduler has not judged
+``EARLY_AFTER_S`` after this controller first saw it (a healthy scheduler binds within
+milliseconds) joins the pass as if judged: the pass places it on existing and in-flight capacity
+first, exactly as it would an Unschedulable pod, so a pod that fits where the scheduler is about
+to bind it buys nothing. Past ``EARLY_UNTIL_S`` without a verdict it waits for the scheduler
+again: a scheduler that is down must not make Karpenter buy nodes for pods nobody will bind.
+
 The pass takes the snapshot and the pending pods from the mirror in one synchronous step (no
 await between them), runs the same pure ``solve`` as ``karpenter simulate`` in a worker
 thread (the event loop keeps serving watches and leases), then creates the NodeClaims
@@ -41,7 +51,7 @@ from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.provisioning.scheduler import lower_bound, solve_pass
 from karpenter.kube import codec, errors, events
 from karpenter.kube.client import Obj
-from karpenter.state.cluster import is_provisionable
+from karpenter.state.cluster import awaits_scheduler, is_provisionable
 
 RESYNC_S = 10.0
 HISTORY = 1000  # passes kept in ``passes``
@@ -52,6 +62,11 @@ HISTORY_KEYS = 20_000  # claims / pods kept in ``created_at`` / ``placed_at``
 # wait holds up every pending pod.
 SYNC_WAIT_S = 3.0
 FAILED_SCHEDULING_DEDUPE_S = 300.0
+# Early provisioning: a pod the kube-scheduler has not judged this long after it was first seen
+# is provisioned as if judged Unschedulable, until this long (then the scheduler's verdict again).
+EARLY_AFTER_S = 1.0
+EARLY_UNTIL_S = 60.0
+EARLY_TICK_S = 0.25  # how often due pods are looked for
 _Event = tuple[Pod, str, str, str]  # pod, type, reason, message
 
 
@@ -92,6 +107,7 @@ class Provisioner(Controller):
         batch_idle_s: float,
         batch_max_s: float,
         default_spread: Sequence[TopologySpread] = (),
+        early: bool = True,
     ) -> None:
         super().__init__(ctx, "provisioner")
         # SCHEDULER_CONFIG's default constraints, added to pods that declare none
@@ -109,6 +125,11 @@ class Provisioner(Controller):
         # pod key → the reason last logged for it (each pass sees every pending pod, so this
         # holds exactly the pods unschedulable in the last pass)
         self.unschedulable: dict[str, str] = {}
+        # Early provisioning: pod key → when first seen awaiting the kube-scheduler's verdict,
+        # and those not yet due, in the order seen (``_early_due`` pops them as they fall due).
+        self.early = early
+        self.awaiting: dict[str, float] = {}
+        self._not_due: deque[tuple[float, str]] = deque()
         self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
@@ -116,12 +137,47 @@ class Provisioner(Controller):
             pod = self.state.pods.get(key)
             if pod is not None and is_provisionable(pod):
                 self.batcher.trigger(key)
+            if self.early:
+                self._track_awaiting(key, pod)
         elif (kind == "NodeClaim" and obj is None) or kind == "NodePool":
             self.trigger_all()
 
+    def _track_awaiting(self, key: str, pod: Pod | None) -> None:
+        if pod is None or not awaits_scheduler(pod):
+            self.awaiting.pop(key, None)
+        elif key not in self.awaiting:
+            now = self.clock.now()
+            self.awaiting[key] = now
+            self._not_due.append((now, key))
+
+    def early_keys(self) -> frozenset[str]:
+        """Pods provisioned early now: unjudged for at least ``EARLY_AFTER_S`` and at most
+        ``EARLY_UNTIL_S`` since first seen."""
+        now = self.clock.now()
+        return frozenset(
+            k for k, since in self.awaiting.items() if EARLY_AFTER_S <= now - since <= EARLY_UNTIL_S
+        )
+
+    def provisionable_pods(self) -> list[Pod]:
+        """The pods a pass solves for: upstream's rule plus the early ones."""
+        return self.state.provisionable_pods(self.early_keys() if self.awaiting else frozenset())
+
+    def _early_due(self) -> None:
+        """Trigger the batch for awaiting pods that just fell due (each once)."""
+        now = self.clock.now()
+        while self._not_due and now - self._not_due[0][0] >= EARLY_AFTER_S:
+            since, key = self._not_due.popleft()
+            if self.awaiting.get(key) == since:
+                self.batcher.trigger(key)
+
+    async def _early_loop(self) -> None:
+        while True:
+            await self.clock.sleep(EARLY_TICK_S)
+            self._early_due()
+
     def trigger_all(self) -> None:
         """Trigger for every provisionable pod (a resync)."""
-        for pod in self.state.provisionable_pods():
+        for pod in self.provisionable_pods():
             self.batcher.trigger(pod.key)
 
     async def run(
@@ -130,6 +186,8 @@ class Provisioner(Controller):
         """Batch, solve and launch, forever."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._resync)
+            if self.early:
+                tg.start_soon(self._early_loop)
             self.trigger_all()
             task_status.started()
             while True:
@@ -147,7 +205,7 @@ class Provisioner(Controller):
     def _needs_launches(self) -> bool:
         if any(s.topology_key != lbl.HOSTNAME for s in self.default_spread):
             return True
-        return any(needs_launched_claims(p) for p in self.state.provisionable_pods())
+        return any(needs_launched_claims(p) for p in self.provisionable_pods())
 
     async def _await_synced(self) -> bool:
         """Wait (at most ``SYNC_WAIT_S``) for the buffers' virtual pods and, when a pending
@@ -171,7 +229,8 @@ class Provisioner(Controller):
         # Pods placed by an earlier pass carry that placement (their nomination), so they go
         # back to the in-flight capacity meant for them before any other pod is placed.
         cluster = self.state.snapshot(types)
-        provisionable = self.state.provisionable_pods()
+        early = self.early_keys() if self.awaiting else frozenset()
+        provisionable = self.state.provisionable_pods(early)
         pending = list(self.state.with_nominations(provisionable, self.clock.now()))
         virtual = list(cluster.virtual_pods)
         if not pending and not virtual:
@@ -209,6 +268,7 @@ class Provisioner(Controller):
         self._log.info(
             "provisioning pass",
             pods=len(pending),
+            early=sum(1 for p in provisionable if p.key in early),
             nodeclaims=len(created),
             unschedulable=len(results.unschedulable),
             cost_per_hour=cost.per_hour,

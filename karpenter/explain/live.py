@@ -25,6 +25,7 @@ from karpenter.aio.clock import Clock
 from karpenter.cloud.plugin import Host, Plugin
 from karpenter.controllers import capacity_buffers
 from karpenter.controllers.launching import instance_types
+from karpenter.controllers.provisioner import EARLY_AFTER_S, EARLY_UNTIL_S
 from karpenter.core import buffers
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
@@ -36,7 +37,7 @@ from karpenter.observability.metrics import Metrics
 from karpenter.operator import mirror_feeds
 from karpenter.providers import registry
 from karpenter.settings import Settings
-from karpenter.state.cluster import ClusterState
+from karpenter.state.cluster import ClusterState, awaits_scheduler
 
 Types = Mapping[str, tuple[InstanceType, ...]]
 
@@ -75,15 +76,33 @@ async def pool_types(
     return await instance_types(plugin.cloud, state, pools, now, plugin.options, log)
 
 
+def early_keys(state: ClusterState, now: float) -> frozenset[str]:
+    """Pods the controller provisions early (EarlyProvisioning): it times a pod from when it
+    first saw it; a one-shot listing has only the creation time, which is as early or earlier."""
+    return frozenset(
+        p.key
+        for p in state.pods.values()
+        if awaits_scheduler(p) and EARLY_AFTER_S <= now - p.creation <= EARLY_UNTIL_S
+    )
+
+
 def answer(
-    state: ClusterState, types: Types, options: Options, req: Request, now: float
+    state: ClusterState,
+    types: Types,
+    options: Options,
+    req: Request,
+    now: float,
+    *,
+    early: bool = False,
 ) -> render.JSON:
-    """The verdict document for ``req`` on the listed state."""
+    """The verdict document for ``req`` on the listed state (``early``: the EarlyProvisioning
+    gate is on)."""
     cluster = state.snapshot(types)
     if req.kind == "pod":
         key = req.name if "/" in req.name else f"default/{req.name}"
+        provisionable = state.provisionable_pods(early_keys(state, now) if early else frozenset())
         try:
-            verdict = pods.explain_pod(cluster, key, state.provisionable_pods(), options)
+            verdict = pods.explain_pod(cluster, key, provisionable, options)
         except pods.UnknownPod:
             raise ExplainError(f"pod {key} not found") from None
         return render.pod_json(verdict)
@@ -132,4 +151,4 @@ async def explain(
         raise ExplainError(f"listing the cluster failed: {err}") from None
     except (aiohttp.ClientError, OSError) as err:
         raise ExplainError(f"the apiserver went away: {err}") from None
-    return answer(state, types, options, req, now)
+    return answer(state, types, options, req, now, early=gates["EarlyProvisioning"])

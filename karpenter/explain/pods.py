@@ -6,8 +6,9 @@ CapacityBuffer virtual pod, since they compete for the same room); the verdict i
 part of it: an existing node it fits on, an in-flight NodeClaim (launched but not yet a node),
 a new NodeClaim (its NodePool, its instance types cheapest first and the launch), or the
 per-NodePool reasons it fits none, word for word what ``karpenter simulate`` prints. A pod the
-kube-scheduler has not marked ``Unschedulable`` is not provisionable yet; it is still solved,
-so the answer says what would happen once it is.
+kube-scheduler has not marked ``Unschedulable`` (nor left unjudged long enough for early
+provisioning) is not provisionable yet; it is still solved, so the answer says what would happen
+once it is.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def explain_pod(
     note = (
         ""
         if is_provisionable
-        else "the kube-scheduler has not marked the pod Unschedulable (or Karpenter would "
-        "ignore it); this is what Karpenter would do once it does"
+        else "the kube-scheduler has not marked the pod Unschedulable (and it has not waited "
+        "unjudged long enough for early provisioning); this is what Karpenter would do once it does"
     )
     pending = list(provisionable) if is_provisionable else [*provisionable, pod]
     # CapacityBuffer virtual pods compete for the same room, as in the provisioner's pass

@@ -10,6 +10,7 @@ and must not block: they mark work for their controller and return.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
@@ -148,6 +149,20 @@ def is_provisionable(pod: Pod) -> bool:
         and not pod.is_daemonset_pod()
         and not pod.is_mirror_pod()
         and pod.is_active()
+    )
+
+
+def awaits_scheduler(pod: Pod) -> bool:
+    """Pending, not judged by the default kube-scheduler yet, and otherwise what upstream's rule
+    would provision once the scheduler says Unschedulable (see ``Provisioner``'s early rule)."""
+    return (
+        pod.awaiting_scheduler
+        and not pod.node_name
+        and not pod.nominated_node_name
+        and not pod.is_daemonset_pod()
+        and not pod.is_mirror_pod()
+        and pod.is_active()
+        and not opts_out(pod)
     )
 
 
@@ -293,9 +308,14 @@ class ClusterState:
         found = (self.pods.get(k) for k in self.pod_keys_on(node))
         return [p for p in found if p is not None]
 
-    def provisionable_pods(self) -> list[Pod]:
-        """Pods Karpenter should find capacity for."""
-        return [p for p in self.pods.values() if is_provisionable(p) and not opts_out(p)]
+    def provisionable_pods(self, early: AbstractSet[str] = frozenset()) -> list[Pod]:
+        """Pods Karpenter should find capacity for: upstream's rule, plus the pods keyed in
+        ``early`` that still await the kube-scheduler's verdict (in key order)."""
+        return [
+            p
+            for p in self.pods.values()
+            if (is_provisionable(p) and not opts_out(p)) or (p.key in early and awaits_scheduler(p))
+        ]
 
     def synced(self) -> bool:
         """Every known NodeClaim has launched (has a providerID) or is going away.

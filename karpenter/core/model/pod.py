@@ -113,6 +113,9 @@ class Pod:
     priority_class_name: str = ""
     termination_grace_seconds: int | None = None
     unschedulable_condition: bool = False
+    # Not judged by the kube-scheduler yet: no PodScheduled condition, no scheduling gates, and
+    # the default scheduler (whose filters the core models) is the one that will judge it.
+    awaiting_scheduler: bool = False
     nominated_node_name: str = ""
     ready: bool = False
 
