@@ -121,6 +121,10 @@ class Lifecycle(Controller):
             # Persist the launch before anything else can fail: a reconcile that failed later
             # (say, a Conflict patching the Node) must not call create a second time.
             self._set_ready(conds)
+            if not self.state.node_by_provider_id(launched.provider_id):
+                # what registration would write next, in this same write: a second status
+                # write here holds up the reconcile that registers the Node once it appears
+                self._not_registered_yet(conds)
             await self._write_status(raw, conds, status)
             # The provider reports status (provider ID, type, capacity), not the claim's spec:
             # registration and initialization read the stored claim, whose startup taints
@@ -235,14 +239,7 @@ class Lifecycle(Controller):
             await self._delete(raw, "", log)
             return None
         if not nodes:
-            codec.set_condition(
-                conds,
-                "Registered",
-                "Unknown",
-                "NodeNotFound",
-                "Node not registered with cluster",
-                now,
-            )
+            self._not_registered_yet(conds)
             return await self._registration_deadline(raw, conds, log)
         node = nodes[0]
         if _true(conds, "Registered") and (
@@ -260,6 +257,11 @@ class Lifecycle(Controller):
         self.metrics.nodes_created.labels(nodepool=claim.nodepool, zone=zone).inc()
         log.info("registered", node=codec.name(node))
         return None
+
+    def _not_registered_yet(self, conds: list[Obj]) -> None:
+        message = "Node not registered with cluster"
+        now = self.clock.now()
+        codec.set_condition(conds, "Registered", "Unknown", "NodeNotFound", message, now)
 
     async def _registration_deadline(self, raw: Obj, conds: list[Obj], log: Any) -> float | None:
         launched = codec.condition(raw, "Launched") or next(
@@ -304,6 +306,11 @@ class Lifecycle(Controller):
         owners = [o for o in meta.get("ownerReferences") or [] if o.get("uid") != codec.uid(raw)]
         owners.append(codec.owner_reference(raw))
         finalizers = _with_finalizer(node)
+        # A Node already Ready with nothing left to wait for is initialized in the same write
+        # (one Node update fewer: each one sends the kube-scheduler's waiting pods round again).
+        after = {**node, "spec": {**(node.get("spec") or {}), "taints": taints}}
+        if _not_initialized(after, claim) == ("", ""):
+            labels[lbl.INITIALIZED] = "true"
         # A JSON patch that locks only what it replaces whole (taints, owner references,
         # finalizers: a ``test`` of each list as read) and sets labels one by one: another
         # writer's change to those lists (a CNI agent removing its taint) fails the patch and
@@ -350,7 +357,8 @@ class Lifecycle(Controller):
                 NODES, codec.name(node), {"metadata": {"labels": {lbl.INITIALIZED: "true"}}}
             )
             self.state.nodes.upsert(patched)
-            self.metrics.nodeclaims_initialized.labels(nodepool=claim.nodepool).inc()
+        # (the label may have come with registration's write; the condition comes only here)
+        self.metrics.nodeclaims_initialized.labels(nodepool=claim.nodepool).inc()
         codec.set_condition(conds, "Initialized", "True", "Initialized", "", now)
         return None
 

@@ -110,3 +110,22 @@ async def test_a_taint_changed_meanwhile_fails_the_write_and_is_kept(
         registered = await lifecycle._sync_node(fresh, claim, decode.node_claim(claim))
         assert codec.taints_of(registered) == []
         await _remove(kube, name)
+
+
+@pytest.mark.asyncio
+async def test_a_ready_node_is_initialized_in_the_registration_write(
+    control_plane: ControlPlane,
+) -> None:
+    """A Node already Ready with no startup taint left gets the initialized label in the same
+    write that registers it (no second Node update); one not Ready yet does not."""
+    async with kc.connect(control_plane.kubeconfig) as kube:
+        lifecycle = Lifecycle(controller_context(kube, RealClock()))
+        node, claim = await _node_and_claim(kube)
+        name = codec.name(node)
+        first = await lifecycle._sync_node(node, claim, decode.node_claim(claim))
+        assert lbl.INITIALIZED not in codec.meta(first)["labels"]  # no Ready condition yet
+        await _heartbeat(kube, name)
+        ready = await kube.get(kc.NODES, name)
+        second = await lifecycle._sync_node(ready, claim, decode.node_claim(claim))
+        assert codec.meta(second)["labels"][lbl.INITIALIZED] == "true"
+        await _remove(kube, name)
