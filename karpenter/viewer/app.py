@@ -33,7 +33,7 @@ from karpenter.aio import groups
 from karpenter.aio.clock import Clock, RealClock
 from karpenter.cloud.plugin import Plugin
 from karpenter.core.provisioning.scheduler import solve
-from karpenter.explain.live import opened, pool_types
+from karpenter.explain.live import early_keys, opened, pool_types
 from karpenter.explain.pods import placements
 from karpenter.kube import client as kc
 from karpenter.kube import errors
@@ -86,13 +86,21 @@ class Viewer:
     _changed: anyio.Event = field(default_factory=anyio.Event)
     _solved: int = -1
 
+    def _early(self, now: float) -> frozenset[str]:
+        """The pods the controller provisions before the kube-scheduler's verdict."""
+        if not self.opts.settings.feature_gates["EarlyProvisioning"]:
+            return frozenset()
+        return early_keys(self.state, now)
+
     def frame(self) -> screen.Frame:
         """What the screen shows now."""
         now = self.clock.now()
         rows = self.tracker.refresh()
         pods = self.tracker.pending_pods()
-        # a pod the scheduler gave up on but the solver has not seen yet is being decided on
-        reasons = {p.key: DECIDING for p in pods if p.unschedulable_condition}
+        # a pod the scheduler gave up on (or, with EarlyProvisioning, left unjudged long enough)
+        # but the solver has not seen yet is being decided on
+        early = self._early(now)
+        reasons = {p.key: DECIDING for p in pods if p.unschedulable_condition or p.key in early}
         reasons.update(self.reasons)
         pending = model.pending(pods, reasons, now, WAITING)
         synced = all(i.synced.is_set() for i in self.informers)
@@ -140,7 +148,7 @@ class Viewer:
             if not self.tracker.pending:
                 continue
             cluster = self.state.snapshot(types)
-            pods = self.state.provisionable_pods()
+            pods = self.state.provisionable_pods(self._early(started))
             nodes = {n.name for n in cluster.nodes}
             results = await anyio.to_thread.run_sync(solve, cluster, pods, self.plugin.options)
             self.reasons = {k: why for k, (_, _, why) in placements(results, nodes).items()}
