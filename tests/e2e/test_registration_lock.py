@@ -58,10 +58,15 @@ async def _node_and_claim(kube: kc.KubeClient) -> tuple[dict[str, Any], dict[str
 async def _remove(kube: kc.KubeClient, name: str) -> None:
     """Delete the claim and the Node (no controller runs here to finalize it)."""
     await kube.delete(kc.NODECLAIMS, name)
-    node = await kube.get(kc.NODES, name)
-    kept = [f for f in codec.meta(node).get("finalizers") or [] if f != lbl.FINALIZER_TERMINATION]
-    await kube.merge_patch(kc.NODES, name, {"metadata": {"finalizers": kept or None}})
-    await kube.delete(kc.NODES, name)
+    try:  # the garbage collector may delete the Node (its owner went) at any point here
+        node = await kube.get(kc.NODES, name)
+        kept = [
+            f for f in codec.meta(node).get("finalizers") or [] if f != lbl.FINALIZER_TERMINATION
+        ]
+        await kube.merge_patch(kc.NODES, name, {"metadata": {"finalizers": kept or None}})
+        await kube.delete(kc.NODES, name)
+    except errors.NotFound:
+        pass
 
 
 async def _heartbeat(kube: kc.KubeClient, name: str) -> None:

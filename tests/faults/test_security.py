@@ -38,6 +38,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 USED_ON_SOME_RUNS = {
     ("delete", "", "pods"): "drain in a terminating namespace, or terminationGracePeriod expiry",
     ("get", "karpenter.sh", "nodepools"): "a NodePool status write that met a conflict re-reads",
+    ("get", "karpenter.sh", "nodeclaims"): "a NodeClaim status write that met a conflict re-reads",
 }
 
 # Grants a short run does not exercise, each with the reason it is in the chart.
