@@ -1,4 +1,4 @@
-"""explain and the viewer count the pods the controller provisions before the scheduler's verdict."""
+"""explain and the viewer count the pods provisioned before the kube-scheduler's verdict."""
 
 from __future__ import annotations
 
