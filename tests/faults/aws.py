@@ -81,8 +81,17 @@ async def seed(url: str, cluster: str) -> Account:
         ]
         await ec2.create_tags(Resources=subnets, Tags=tag)
         vpc = (await ec2.describe_vpcs())["Vpcs"][0]["VpcId"]
-        group = await ec2.create_security_group(GroupName=cluster, Description="f", VpcId=vpc)
-        await ec2.create_tags(Resources=[group["GroupId"]], Tags=tag)
+        # The VPC's default group, not a new one: moto's CreateFleet ignores the launch
+        # template's network-interface Groups and puts every instance in the default group, so
+        # any other selected group makes every instance look security-group drifted once the
+        # drift check reaches it (a crash trial's replacement did: a spurious drift command).
+        groups = await ec2.describe_security_groups(
+            Filters=[
+                {"Name": "vpc-id", "Values": [vpc]},
+                {"Name": "group-name", "Values": ["default"]},
+            ]
+        )
+        await ec2.create_tags(Resources=[groups["SecurityGroups"][0]["GroupId"]], Tags=tag)
         images = await ec2.describe_images(
             Owners=["amazon"], Filters=[{"Name": "architecture", "Values": ["x86_64"]}]
         )
