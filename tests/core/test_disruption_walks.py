@@ -1,0 +1,68 @@
+"""A plan's shortcuts through its passes give the orders and answers of fresh passes.
+
+A plan's world keeps, between commands, what each pass would otherwise build again: batch
+delete's order of candidates by waste (``ranking.CandidateIndex.wasteful``). Each is checked
+here against the plain computation on a fresh pass over the same snapshot, after every command
+of plans on seeded clusters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import pytest
+
+from karpenter.core.disruption import repack
+from karpenter.core.disruption.context import DisruptionPass, new_pass
+from karpenter.core.disruption.methods import consolidation_candidates, next_command
+from karpenter.core.disruption.planner import name_replacements
+from karpenter.core.disruption.world import World
+from karpenter.core.model.cluster import Cluster, Options
+from tests.core.test_disruption_incremental import NOW, _cluster, _options
+from tests.core.test_split_bound import _bench_like
+
+
+def _passes(
+    cluster: Cluster, options: Options, most: int = 80
+) -> Iterator[tuple[World, DisruptionPass]]:
+    """Each pass of a plan's world (before its command is applied)."""
+    cluster = replace(cluster, nodes=tuple(replace(n, creation=NOW - 3600) for n in cluster.nodes))
+    world = World(cluster, options, NOW)
+    counter = 0
+    for _ in range(most):
+        ps = world.next_pass()
+        yield world, ps
+        command = next_command(ps)
+        world.passed(ps)
+        if command is None:
+            return
+        step = name_replacements(command, counter)
+        counter += len(step.replacement_names)
+        world.apply(command, step.replacement_names)
+
+
+_CLUSTERS = [
+    pytest.param(lambda s=seed: (_bench_like(s), Options()), id=f"bench-{seed}")
+    for seed in range(3)
+] + [
+    pytest.param(lambda v=v: (_cluster(5, v, nodes=60, fill=12), _options(v)), id=v)
+    for v in ("plain", "daemonset", "spot")
+]
+
+
+@pytest.mark.parametrize("make", _CLUSTERS)
+def test_batch_delete_order_is_the_plain_sort_after_every_command(
+    make: Callable[[], tuple[Cluster, Options]],
+) -> None:
+    """The index's most-waste-first order equals sorting a fresh pass's candidates by waste,
+    pass after pass, as commands remove nodes, move pods and add replacements."""
+    cluster, options = make()
+    seen = 0
+    for world, _ps in _passes(cluster, options):
+        fresh = new_pass(world.cluster, options, NOW)
+        plain = repack.wasteful(consolidation_candidates(fresh))
+        assert world.index is not None
+        assert [c.name for c in world.index.wasteful()] == [c.name for c in plain]
+        seen += len(plain)
+    assert seen > 0
