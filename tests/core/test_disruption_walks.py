@@ -1,7 +1,9 @@
 """A plan's shortcuts through its passes give the orders and answers of fresh passes.
 
 A plan's world keeps, between commands, what each pass would otherwise build again: batch
-delete's order of candidates by waste (``ranking.CandidateIndex.wasteful``). Each is checked
+delete's order of candidates by waste (``ranking.CandidateIndex.wasteful``), and the single
+candidates it passes over because a kept "no" proves they cannot be deleted alone
+(``ranking.CandidateIndex.known``). Each is checked
 here against the plain computation on a fresh pass over the same snapshot, after every command
 of plans on seeded clusters.
 """
@@ -14,9 +16,11 @@ from dataclasses import replace
 import pytest
 
 from karpenter.core.disruption import repack
+from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.methods import consolidation_candidates, next_command
 from karpenter.core.disruption.planner import name_replacements
+from karpenter.core.disruption.simulation import reschedule
 from karpenter.core.disruption.world import World
 from karpenter.core.model.cluster import Cluster, Options
 from tests.core.test_disruption_incremental import NOW, _cluster, _options
@@ -66,3 +70,41 @@ def test_batch_delete_order_is_the_plain_sort_after_every_command(
         assert [c.name for c in world.index.wasteful()] == [c.name for c in plain]
         seen += len(plain)
     assert seen > 0
+
+
+def _deletes_alone(ps: DisruptionPass, c: Candidate) -> bool:
+    outcome = reschedule(ps.cluster, [c], ps.states, ps.options, ps.reuse)
+    return not (outcome.claims or outcome.failures or outcome.homeless or outcome.uninitialized)
+
+
+def _batch_checks(cluster: Cluster, options: Options) -> int:
+    """Check batch delete's shortcut on every pass of a plan; returns how many candidates it
+    passed over."""
+    skipped = 0
+    for world, _ps in _passes(cluster, options):
+        assert world.index is not None
+        fresh = new_pass(world.cluster, options, NOW)
+        by_name = {c.name: c for c in fresh.candidates}
+        for c in world.index.wasteful():
+            if world.index.known(c.name):
+                skipped += 1
+                assert not _deletes_alone(fresh, by_name[c.name]), c.name
+        probe = world.next_pass()
+        shortcut = repack.batch_delete(probe, world.index.wasteful(), world.index.known)
+        plain = repack.batch_delete(fresh, repack.wasteful(consolidation_candidates(fresh)))
+        assert (shortcut and shortcut.names) == (plain and plain.names)
+    return skipped
+
+
+@pytest.mark.parametrize("make", _CLUSTERS)
+def test_batch_delete_passes_over_only_what_cannot_be_deleted_alone(
+    make: Callable[[], tuple[Cluster, Options]],
+) -> None:
+    """Every candidate batch delete passes over on a kept single-node "no" could not be
+    deleted alone on a fresh pass, and the command it gathers is a fresh pass's."""
+    _batch_checks(*make())
+
+
+def test_batch_delete_does_pass_over_candidates() -> None:
+    """Guard for the test above: the shortcut is taken on these clusters."""
+    assert _batch_checks(_bench_like(7, nodes=150), Options()) > 20

@@ -256,7 +256,7 @@ def batch_delete(ps: DisruptionPass) -> Command | None:
     if ps.timeouts:
         return None
     if ps.index is not None:
-        return repack.batch_delete(ps, ps.index.wasteful())
+        return repack.batch_delete(ps, ps.index.wasteful(), ps.index.known)
     return repack.batch_delete(ps, repack.wasteful(consolidation_candidates(ps)))
 
 

@@ -169,6 +169,14 @@ class CandidateIndex:
         if c is not None:
             self._file(c)
 
+    def known(self, name: str) -> bool:
+        """Whether a single-node "no" for ``name`` is kept and holds on this snapshot (what
+        it rests on unchanged, no recheck pending): then the first-fit what-if for ``name``
+        alone needs new capacity or leaves a pod unplaced (every kept "no" comes from one, or
+        from the prefilter's proof that some pods need new capacity), so it cannot be deleted
+        alone."""
+        return name in self._known
+
     def forgot_all(self) -> None:
         """Every kept answer is gone."""
         self._known.clear()

@@ -205,10 +205,16 @@ def wasteful(ranked: Sequence[Candidate]) -> list[Candidate]:
     return sorted(_eligible(ranked), key=wasteful_key)
 
 
-def batch_delete(ps: DisruptionPass, order: Iterable[Candidate]) -> Command | None:
+def batch_delete(
+    ps: DisruptionPass,
+    order: Iterable[Candidate],
+    undeletable: Callable[[str], bool] = lambda _: False,
+) -> Command | None:
     """Candidates whose pods all fit on the other nodes together, gathered greedily (in
     ``order``: ``wasteful``'s, each kept only if the set with it still empties), as one delete
-    when at least two gather.
+    when at least two gather. ``undeletable`` names candidates known not to empty alone
+    (``ranking.CandidateIndex.known``): while nothing is gathered, they are passed over
+    without a proof or what-if, as those would pass them over.
 
     Multi-node consolidation takes ranked prefixes, so a first candidate that cannot go stops
     it, and single-node consolidation then deletes the others one command (and one validation
@@ -221,6 +227,8 @@ def batch_delete(ps: DisruptionPass, order: Iterable[Candidate]) -> Command | No
     kept: list[Candidate] = []
     best: Command | None = None
     for c in walk:
+        if not kept and undeletable(c.name):
+            continue
         trial = [*kept, c]
         proof = assess(ps, trial)
         if any(v > 0 for v in proof.excess.values()) or proof.homeless:
