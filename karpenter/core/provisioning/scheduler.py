@@ -200,6 +200,7 @@ class Scheduler:
         if index not in self._owned:
             node = self.ctx.existing[index] = copy_existing(node)
             self._owned.add(index)
+            self.ctx.touched.add(index)
             self._free.replace(index, node.remaining)
         self._commit_existing(node, work, groups, volumes)
         self._free.update(index)
