@@ -3,7 +3,8 @@
 A plan's world keeps, between commands, what each pass would otherwise build again: batch
 delete's order of candidates by waste (``ranking.CandidateIndex.wasteful``), and the single
 candidates it passes over because a kept "no" proves they cannot be deleted alone
-(``ranking.CandidateIndex.known``). Each is checked
+(``ranking.CandidateIndex.known``); and the verdict memo's prefilter answers that a node
+joining with room for none of their still-homeless pods leaves unchecked. Each is checked
 here against the plain computation on a fresh pass over the same snapshot, after every command
 of plans on seeded clusters.
 """
@@ -17,6 +18,8 @@ import pytest
 
 from karpenter.core.disruption import repack
 from karpenter.core.disruption.candidates import Candidate
+from karpenter.core.disruption.commands import METHOD_MULTI, METHOD_SINGLE, NoOp
+from karpenter.core.disruption.consolidation import consolidate
 from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.methods import consolidation_candidates, next_command
 from karpenter.core.disruption.planner import name_replacements
@@ -108,3 +111,37 @@ def test_batch_delete_passes_over_only_what_cannot_be_deleted_alone(
 def test_batch_delete_does_pass_over_candidates() -> None:
     """Guard for the test above: the shortcut is taken on these clusters."""
     assert _batch_checks(_bench_like(7, nodes=150), Options()) > 20
+
+
+def _kept_checks(cluster: Cluster, options: Options) -> tuple[int, int]:
+    """On every pass of a plan, judge afresh every candidate set (one node or several) the
+    verdict memo answers for; returns how many answers were checked and how many joins left
+    a checked prefilter answer unchecked."""
+    checked = 0
+    world: World | None = None
+    for world, _ps in _passes(cluster, options):
+        probe = world.next_pass()
+        fresh = new_pass(world.cluster, options, NOW)
+        by_name = {c.name: c for c in fresh.candidates}
+        for key in sorted(world.memo._entries):
+            mine = [world.candidates[name] for name in key if name in world.candidates]
+            if len(mine) != len(key) or world.memo.get(probe, mine) is None:
+                continue  # not asked as such, or asked again (splits left) in a fresh pass
+            checked += 1
+            method = METHOD_MULTI if len(key) > 1 else METHOD_SINGLE
+            verdict = consolidate(fresh, [by_name[name] for name in key], method)
+            assert isinstance(verdict, NoOp), key
+    return checked, world.memo.work.unmoved if world is not None else 0
+
+
+@pytest.mark.parametrize("make", _CLUSTERS)
+def test_every_kept_answer_is_a_fresh_no(make: Callable[[], tuple[Cluster, Options]]) -> None:
+    """Every answer the verdict memo still gives, for one candidate or several, is a "no" of
+    a fresh pass on the same snapshot, including prefilter answers a join left unchecked."""
+    assert _kept_checks(*make())[0] > 0
+
+
+def test_joins_do_leave_checked_answers_as_they_were() -> None:
+    """Guard for the test above: on the benchmark's shape of cluster, joins that leave a
+    checked prefilter answer's bound as it was happen (and are not checked again)."""
+    assert _kept_checks(_bench_like(7, nodes=150), Options())[1] > 10
