@@ -5,13 +5,16 @@ delete's order of candidates by waste (``ranking.CandidateIndex.wasteful``), and
 candidates it passes over because a kept "no" proves they cannot be deleted alone
 (``ranking.CandidateIndex.known``); and the verdict memo's prefilter answers that a node
 joining with room for none of their still-homeless pods leaves unchecked; and a split's
-simulation run on from the first fit of the what-if before it. Each is checked
+simulation run on from the first fit of the what-if before it; the prefilter's first nodes
+with room per pod shape, kept from pass to pass; and the free-capacity index's "no node has
+room" learnt from what-ifs' copies and kept across joins. Each is checked
 here against the plain computation on a fresh pass over the same snapshot, after every command
 of plans on seeded clusters.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -26,7 +29,9 @@ from karpenter.core.disruption.methods import consolidation_candidates, next_com
 from karpenter.core.disruption.planner import name_replacements
 from karpenter.core.disruption.simulation import Outcome, reschedule, reschedule_kept
 from karpenter.core.disruption.world import World
+from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
+from karpenter.core.provisioning.freeindex import FreeIndex
 from tests.core.test_disruption_incremental import NOW, _cluster, _options
 from tests.core.test_split_bound import _bench_like
 
@@ -197,3 +202,84 @@ def test_the_split_checks_see_the_cost_pass_change_outcomes() -> None:
     """Guard for the test above: on some of the what-ifs compared, the cost pass does change
     the first fit's outcome (so a kept pass that skipped it would be caught)."""
     assert sum(_split_checks(v, s) for v in ("plain", "spread", "daemonset") for s in range(3)) > 5
+
+
+def _room_checks(cluster: Cluster, options: Options) -> int:
+    """On every pass of a plan, compare the prefilter's kept lists of first nodes with room
+    per pod shape with a scan of the snapshot; returns how many lists were carried over a
+    command."""
+    carried = 0
+    for world, ps in _passes(cluster, options):
+        base = ps.reuse.snapshot(ps.cluster)
+        for shape, (found, complete) in sorted(world.room_for.items()):
+            every = [base.states[i].name for i in base.free.candidates(0, dict(shape))]
+            assert found == (every if complete else every[: len(found)]), shape
+            carried += 1
+    return carried
+
+
+@pytest.mark.parametrize("make", _CLUSTERS)
+def test_kept_first_nodes_with_room_are_a_fresh_scan(
+    make: Callable[[], tuple[Cluster, Options]],
+) -> None:
+    """The first nodes with room per pod shape that the world keeps from pass to pass (nodes
+    leaving, filling, joining) are those a scan of the current snapshot finds."""
+    _room_checks(*make())
+
+
+def test_first_nodes_with_room_are_carried() -> None:
+    """Guard for the test above: lists are carried over commands on the benchmark's shape."""
+    assert _room_checks(_bench_like(7, nodes=150), Options()) > 50
+
+
+def test_free_index_copies_tell_the_original_only_what_holds_there() -> None:
+    """Scans of copies that leave nodes out (what-ifs), before and after they place pods,
+    teach the original index no "no room" it would not find itself; joins keep what the new
+    node has no room for: every scan of the original equals the plain scan."""
+    rng = random.Random(21)
+    # Room for large pods only among the first nodes: later scans mostly find none.
+    rooms = [
+        {res.CPU: 2500 if i < 60 and i % 7 == 0 else 100, res.MEMORY: i % 6, res.PODS: 1}
+        for i in range(200)
+    ]
+    index = FreeIndex(rooms)
+    requests = [{res.CPU: c, res.MEMORY: m, res.PODS: 1} for c in (500, 2000) for m in (1, 4)]
+    told = 0
+    for step in range(1500):
+        op = rng.random()
+        if op < 0.5:
+            roomy = [i for i, r in enumerate(rooms) if r[res.CPU] >= 2000]
+            out = rng.sample(range(len(rooms)), rng.randrange(1, 4))
+            start = rng.randrange(len(rooms))
+            kind = rng.choice(("plain", "leave out", "fill")) if roomy else "plain"
+            if kind == "leave out":  # the nodes with room from some point on
+                start = rng.choice(roomy)
+                out += [i for i in roomy if i >= start]
+            elif kind == "fill":  # the last node with room, filled by the what-if
+                start = roomy[-1]
+            copy = index.without(sorted(set(out)))
+            if kind == "fill":
+                mine = dict(rooms[start])
+                copy.replace(start, mine)
+                mine[res.CPU] = 0
+                copy.update(start)
+            before = dict(index._empty)
+            request = rng.choice(requests)
+            list(copy.candidates(start, request))
+            told += index._empty != before
+            plain = [i for i in range(start, len(rooms)) if res.fits(request, rooms[i])]
+            assert list(index.candidates(start, request)) == plain
+        elif op < 0.6:
+            i = rng.randrange(len(rooms))
+            rooms.insert(i, {res.CPU: rng.choice((100, 2500)), res.MEMORY: 5, res.PODS: 1})
+            index.insert(i, rooms[i])
+        elif op < 0.8:
+            i = rng.randrange(len(rooms))
+            rooms[i][res.CPU] = max(0, rooms[i][res.CPU] - 400)  # a pod moved there
+            index.update(i)
+        if step % 5 == 0:  # (each scan of the original teaches it too: not every step)
+            for request in requests:
+                start = rng.randrange(len(rooms))
+                plain = [i for i in range(start, len(rooms)) if res.fits(request, rooms[i])]
+                assert list(index.candidates(start, request)) == plain
+    assert told > 2  # copies taught the original (most repeat what it knows already)

@@ -10,10 +10,13 @@ block holds), and a pod that fits none of them fits no node of the block. The in
 only prunes: every node it yields still goes through the full check, and order is preserved,
 so placements are exactly those of the plain scan.
 
-A scan that yields no node at all is remembered (request, start): until some node's room grows
-or a node joins, a scan for the same request from that start or later would find none either
-(within a what-if nodes only lose room), so it ends at once. Half the scans of a consolidation
-plan find no node, and most repeat an earlier one (``bench/RESULTS.md``).
+A scan that yields no node at all is remembered (request, start): until some node's room grows,
+a scan for the same request from that start or later would find none either (within a what-if
+nodes only lose room), so it ends at once. A node that joins keeps what it has no room for
+(later starts move up one place). Half the scans of a consolidation plan find no node, and
+most repeat an earlier one (``bench/RESULTS.md``). What-ifs scan copies (``without``) that
+leave some nodes out; while a copy is as it was made, a scan of it that finds no node tells
+the original too, once the nodes left out are checked: the next what-if's scan ends at once.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ Room = tuple[int, int, int]
 
 def _triple(remaining: dict[str, int]) -> Room:
     return (remaining.get(res.CPU, 0), remaining.get(res.MEMORY, 0), remaining.get(res.PODS, 0))
+
+
+def _holds(room: Room, key: Room) -> bool:
+    return room[0] >= key[0] and room[1] >= key[1] and room[2] >= key[2]
 
 
 def _max(rows: Sequence[Room]) -> Room:
@@ -59,7 +66,17 @@ class FreeIndex:
     to 8 before testing nodes one by one.
     """
 
-    __slots__ = ("_empty", "_free", "_front", "_large", "_room", "_small")
+    __slots__ = (
+        "_empty",
+        "_excluded",
+        "_free",
+        "_front",
+        "_large",
+        "_origin",
+        "_room",
+        "_small",
+        "_version",
+    )
 
     def __init__(self, free: Sequence[dict[str, int]]) -> None:
         self._free = list(free)
@@ -69,6 +86,10 @@ class FreeIndex:
         self._large = [_max(self._room[b : b + LARGE]) for b in range(0, len(free), LARGE)]
         # (cpu, memory, pods) request -> the lowest start from which a scan found no node
         self._empty: dict[Room, int] = {}
+        self._version = 0  # counts changes of room (a copy tells its origin only before any)
+        # A copy: the index it was made from, that index's version then, the nodes left out.
+        self._origin: tuple[FreeIndex, int] | None = None
+        self._excluded: tuple[int, ...] = ()
 
     def without(self, excluded: Iterable[int]) -> FreeIndex:
         """A copy in which the ``excluded`` nodes have no room at all (the pass skips them)."""
@@ -79,9 +100,12 @@ class FreeIndex:
         copy._front = list(self._front)
         copy._large = list(self._large)
         copy._empty = dict(self._empty)  # excluding nodes only takes room away
-        for index in excluded:
+        copy._excluded = tuple(excluded)
+        for index in copy._excluded:
             copy._room[index] = (_NONE, _NONE, _NONE)
             copy._refresh(index)
+        copy._version = 0
+        copy._origin = (self, self._version)
         return copy
 
     def replace(self, index: int, free: dict[str, int]) -> None:
@@ -91,14 +115,23 @@ class FreeIndex:
 
     def kill(self, index: int) -> None:
         """Node ``index`` left the snapshot: it has no room from now on (its slot stays)."""
+        self._version += 1
         self._room[index] = (_NONE, _NONE, _NONE)
         self._refresh(index)
 
     def insert(self, index: int, free: dict[str, int]) -> None:
         """A node joined the snapshot at ``index``; later nodes move up one place."""
-        self._empty.clear()
+        self._version += 1
+        new = _triple(free)
+        kept: dict[Room, int] = {}
+        for key, start in self._empty.items():
+            if start > index:
+                kept[key] = start + 1  # the same nodes, one place further
+            elif not _holds(new, key):
+                kept[key] = start  # the new node is in range but has no room for it
+        self._empty = kept
         self._free.insert(index, free)
-        self._room.insert(index, _triple(free))
+        self._room.insert(index, new)
         # Blocks from the insertion point on hold other nodes now; nodes join near the end
         # of the pass order in practice (replacements), so few blocks are recomputed.
         first = index // SMALL
@@ -121,6 +154,7 @@ class FreeIndex:
         old = self._room[index]
         if old[0] == _NONE:
             return
+        self._version += 1
         new = self._room[index] = _triple(self._free[index])
         if self._empty and (new[0] > old[0] or new[1] > old[1] or new[2] > old[2]):
             self._empty.clear()
@@ -178,3 +212,19 @@ class FreeIndex:
             index += 1
         if not found:
             self._empty[key] = start
+            self._tell_origin(start, key)
+
+    def _tell_origin(self, start: int, key: Room) -> None:
+        """A scan of this copy from ``start`` found no node for ``key``: so does one of the
+        index it was made from, if neither changed since and no node left out has room."""
+        if self._origin is None or self._version:
+            return
+        origin, version = self._origin
+        if origin._version != version:
+            return
+        room = origin._room
+        if any(i >= start and _holds(room[i], key) for i in self._excluded):
+            return
+        seen = origin._empty.get(key)
+        if seen is None or seen > start:
+            origin._empty[key] = start
