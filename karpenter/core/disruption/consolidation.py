@@ -32,7 +32,7 @@ from dataclasses import replace
 from karpenter.core.disruption.candidates import Candidate, state_price
 from karpenter.core.disruption.commands import METHOD_MULTI, Command, NoOp
 from karpenter.core.disruption.context import DisruptionPass
-from karpenter.core.disruption.simulation import Outcome, homeless_message, reschedule
+from karpenter.core.disruption.simulation import Outcome, homeless_message, reschedule_kept
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.instancetype import InstanceType, Offering
@@ -287,7 +287,7 @@ def consolidate(ps: DisruptionPass, candidates: Sequence[Candidate], method: str
     """The consolidation command for exactly these candidates, or why there is none.
 
     When one replacement cannot do it, several cheaper ones may (``split``)."""
-    outcome = reschedule(ps.cluster, candidates, ps.states, ps.options, ps.reuse)
+    outcome, repacked = reschedule_kept(ps.cluster, candidates, ps.states, ps.options, ps.reuse)
     verdict = _verdict(ps, candidates, method, outcome)
     if isinstance(verdict, NoOp) and verdict.kind in _SPLITTABLE and outcome.claims:
         from karpenter.core.disruption import split  # noqa: PLC0415 - split imports this module
@@ -296,7 +296,7 @@ def consolidate(ps: DisruptionPass, candidates: Sequence[Candidate], method: str
         one_node = sum(c.launch.price for c in outcome.claims) if len(outcome.claims) == 1 else None
         held = split.replaced(candidates, outcome)
         if split.worth_trying(ps, candidates, needed, one_node, held):
-            attempt = split.consolidate_split(ps, candidates, method, outcome)
+            attempt = split.consolidate_split(ps, candidates, method, outcome, repacked)
             if isinstance(attempt, Command):
                 verdict = attempt
     if isinstance(verdict, NoOp):

@@ -67,7 +67,8 @@ class DisruptionPass:
         str, tuple[dict[str, int], list[tuple[tuple[tuple[str, int], ...], Resources]]]
     ] = field(default_factory=dict)
     # Request shape -> (first nodes with room for it, whether that list is complete).
-    room_for: dict[tuple[tuple[str, int], ...], tuple[list[int], bool]] = field(
+    # (node names; a plan's world keeps it from pass to pass, ``world``).
+    room_for: dict[tuple[tuple[str, int], ...], tuple[list[str], bool]] = field(
         default_factory=dict
     )
     # Solver set-up shared by this pass's simulations (and the next pass's, when carried).

@@ -255,13 +255,15 @@ def batch_delete(ps: DisruptionPass) -> Command | None:
     the bound cut multi-node short."""
     if ps.timeouts:
         return None
-    return repack.batch_delete(ps, list(_ranked_for_consolidation(ps)))
+    if ps.index is not None:
+        return repack.batch_delete(ps, ps.index.wasteful(), ps.index.known)
+    return repack.batch_delete(ps, repack.wasteful(consolidation_candidates(ps)))
 
 
 def repack_node(ps: DisruptionPass) -> Command | None:
     """The most wasteful candidates repacked onto fewer, fuller nodes (``repack``); not after
     the bound cut a search of this pass short (the next pass walks on first)."""
-    if ps.timeouts:
+    if ps.timeouts or not ps.options.repack_consolidation:
         return None
     return repack.repack(ps, list(_ranked_for_consolidation(ps)))
 

@@ -114,7 +114,7 @@ _FIRST = 4
 def _homeless(ps: DisruptionPass, candidates: Sequence[Candidate]) -> list[Resources]:
     """Requests of the candidates' pods that no other node has room for, each alone."""
     base = ps.reuse.snapshot(ps.cluster)
-    own = {base.index[c.name] for c in candidates if c.name in base.index}
+    own = {c.name for c in candidates}
     homeless: list[Resources] = []
     for c in candidates:
         for shape, requests in _pods(ps, c)[1]:
@@ -123,7 +123,8 @@ def _homeless(ps: DisruptionPass, candidates: Sequence[Candidate]) -> list[Resou
             entry = ps.room_for.get(shape)
             if entry is None or (not entry[1] and len(entry[0]) <= len(own)):
                 limit = max(_FIRST, len(own) + 1)
-                found = list(itertools.islice(base.free.candidates(0, requests), limit))
+                first = itertools.islice(base.free.candidates(0, requests), limit)
+                found = [base.states[i].name for i in first]
                 entry = ps.room_for[shape] = (found, len(found) < limit)
             # Complete lists answer directly; a prefix longer than ``own`` has another node.
             if all(i in own for i in entry[0]):

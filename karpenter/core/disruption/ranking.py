@@ -21,8 +21,10 @@ import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 
-from karpenter.core.disruption.candidates import Candidate
+from karpenter.core.disruption.candidates import Candidate, reschedulable
 from karpenter.core.lifecycle import expires_at
+from karpenter.core.model import labels as lbl
+from karpenter.core.model import resources as res
 from karpenter.core.model.nodepool import WHEN_EMPTY
 
 Rank = tuple[float, str]
@@ -49,6 +51,30 @@ def consolidatable(c: Candidate) -> bool:
     )
 
 
+def waste(c: Candidate) -> float:
+    """The hourly price of the room ``c`` leaves unused on its fullest resource (cpu or
+    memory): a full node wastes nothing, an empty one its whole price."""
+    allocatable = c.state.allocatable
+    used = res.add(*(p.requests for p in c.state.pods if p.is_active()))
+    share = 0.0
+    for key in (res.CPU, res.MEMORY):
+        total = allocatable.get(key, 0)
+        if total > 0:
+            share = max(share, used.get(key, 0) / total)
+    return c.price * max(0.0, 1.0 - share)
+
+
+def repackable(c: Candidate) -> bool:
+    """Whether repack and batch delete may take a ranked candidate: not spot, with pods to
+    move."""
+    return c.capacity_type != lbl.CAPACITY_TYPE_SPOT and any(reschedulable(p) for p in c.pods)
+
+
+def wasteful_key(c: Candidate) -> Rank:
+    """Batch delete's order: most waste first (ties by name)."""
+    return (-waste(c), c.name)
+
+
 def _remove(rows: list[tuple[Rank, Candidate]], key: Rank) -> None:
     i = bisect.bisect_left(rows, (key,))
     if i < len(rows) and rows[i][0] == key:
@@ -73,6 +99,10 @@ class CandidateIndex:
         self._known: dict[str, bool] = {}  # kept single-node answers (awaiting splits?)
         self._splits_left: Callable[[], bool] = lambda: False
         self._empty: list[tuple[Rank, Candidate]] = []
+        # Consolidatable and repackable candidates, most waste first (batch delete's walk),
+        # with each one's key as it was filed.
+        self._wasteful: list[tuple[Rank, Candidate]] = []
+        self._waste_keys: dict[str, Rank] = {}
         self._drifted: dict[str, Candidate] = {}
         self._expiring: list[tuple[float, str, Candidate]] = []
         for c in candidates:
@@ -92,6 +122,9 @@ class CandidateIndex:
             bisect.insort(self._pools.setdefault(c.nodepool.name, []), row[0])
             self._eligible[c.name] = c
             self._file(c)
+            if repackable(c):
+                key = self._waste_keys[c.name] = wasteful_key(c)
+                bisect.insort(self._wasteful, (key, c))
 
     def remove(self, c: Candidate) -> None:
         """Forget a candidate (as it was indexed)."""
@@ -105,6 +138,9 @@ class CandidateIndex:
             _drop(self._open.get(c.nodepool.name, []), key)
             _drop(self._split.get(c.nodepool.name, []), key)
             del self._eligible[c.name]
+            wasted = self._waste_keys.pop(c.name, None)
+            if wasted is not None:
+                _remove(self._wasteful, wasted)
 
     def _file(self, c: Candidate) -> None:
         """Put an eligible candidate in the walk list its kept answer calls for."""
@@ -132,6 +168,14 @@ class CandidateIndex:
         c = self._eligible.get(name)
         if c is not None:
             self._file(c)
+
+    def known(self, name: str) -> bool:
+        """Whether a single-node "no" for ``name`` is kept and holds on this snapshot (what
+        it rests on unchanged, no recheck pending): then the first-fit what-if for ``name``
+        alone needs new capacity or leaves a pod unplaced (every kept "no" comes from one, or
+        from the prefilter's proof that some pods need new capacity), so it cannot be deleted
+        alone."""
+        return name in self._known
 
     def forgot_all(self) -> None:
         """Every kept answer is gone."""
@@ -161,6 +205,10 @@ class CandidateIndex:
     def empty(self) -> Iterator[Candidate]:
         """Empty candidates, ranked."""
         return (c for _, c in self._empty)
+
+    def wasteful(self) -> Iterator[Candidate]:
+        """The ranked candidates repack may take (``repackable``), most waste first."""
+        return (c for _, c in self._wasteful)
 
     def drifted(self) -> list[Candidate]:
         """Drifted candidates (any order: the method sorts them)."""

@@ -31,18 +31,17 @@ gathered greedily, as one delete (between multi- and single-node consolidation).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from karpenter.core.disruption import split
 from karpenter.core.disruption.bound import MULTI
-from karpenter.core.disruption.candidates import Candidate, reschedulable
+from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import METHOD_MULTI, METHOD_REPACK, Command
 from karpenter.core.disruption.consolidation import balanced_rejection
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.prefilter import assess
+from karpenter.core.disruption.ranking import repackable, waste, wasteful_key
 from karpenter.core.disruption.simulation import Outcome, reschedule
-from karpenter.core.model import labels as lbl
-from karpenter.core.model import resources as res
 from karpenter.core.model.nodepool import REASON_UNDERUTILIZED
 
 MIN_PREFIX = 2
@@ -61,33 +60,21 @@ MAX_WALK = 32
 WhatIf = Callable[[Sequence[Candidate]], Outcome]
 
 
-def waste(c: Candidate) -> float:
-    """The hourly price of the room ``c`` leaves unused on its fullest resource (cpu or
-    memory): a full node wastes nothing, an empty one its whole price."""
-    allocatable = c.state.allocatable
-    used = res.add(*(p.requests for p in c.state.pods if p.is_active()))
-    share = 0.0
-    for key in (res.CPU, res.MEMORY):
-        total = allocatable.get(key, 0)
-        if total > 0:
-            share = max(share, used.get(key, 0) / total)
-    return c.price * max(0.0, 1.0 - share)
-
-
 def _eligible(ranked: Sequence[Candidate]) -> list[Candidate]:
     """The ranked candidates repack may take: not spot, with pods to move."""
-    return [
-        c
-        for c in ranked
-        if c.capacity_type != lbl.CAPACITY_TYPE_SPOT and any(reschedulable(p) for p in c.pods)
-    ]
+    return [c for c in ranked if repackable(c)]
 
 
-def _within_budget(ps: DisruptionPass, order: Sequence[Candidate]) -> list[Candidate]:
-    """``order`` less the candidates past their pool's remaining budget."""
+def _within_budget(
+    ps: DisruptionPass, order: Iterable[Candidate], limit: int | None = None
+) -> list[Candidate]:
+    """``order`` less the candidates past their pool's remaining budget (the first
+    ``limit``)."""
     taken: dict[str, int] = {}
     out: list[Candidate] = []
     for c in order:
+        if limit is not None and len(out) >= limit:
+            break
         pool = c.nodepool.name
         if ps.allowed(REASON_UNDERUTILIZED, pool) - taken.get(pool, 0) > 0:
             taken[pool] = taken.get(pool, 0) + 1
@@ -212,23 +199,36 @@ def _best_prefix(
     return best
 
 
-def batch_delete(ps: DisruptionPass, ranked: Sequence[Candidate]) -> Command | None:
-    """Candidates whose pods all fit on the other nodes together, gathered greedily (most
-    waste first, each kept only if the set with it still empties), as one delete when at least
-    two gather.
+def wasteful(ranked: Sequence[Candidate]) -> list[Candidate]:
+    """The ranked candidates repack may take, most waste first (``ranking.wasteful_key``: the
+    order a plan's candidate index keeps)."""
+    return sorted(_eligible(ranked), key=wasteful_key)
+
+
+def batch_delete(
+    ps: DisruptionPass,
+    order: Iterable[Candidate],
+    undeletable: Callable[[str], bool] = lambda _: False,
+) -> Command | None:
+    """Candidates whose pods all fit on the other nodes together, gathered greedily (in
+    ``order``: ``wasteful``'s, each kept only if the set with it still empties), as one delete
+    when at least two gather. ``undeletable`` names candidates known not to empty alone
+    (``ranking.CandidateIndex.known``): while nothing is gathered, they are passed over
+    without a proof or what-if, as those would pass them over.
 
     Multi-node consolidation takes ranked prefixes, so a first candidate that cannot go stops
     it, and single-node consolidation then deletes the others one command (and one validation
     wait) at a time. The walk judges at most ``MAX_WALK`` candidates with first-fit what-ifs
     (a count, so the pass's time bound is left to the searches it was made for).
     """
-    order = sorted(_eligible(ranked), key=lambda c: (-waste(c), c.name))
-    order = _within_budget(ps, order)[:MAX_WALK]
-    if len(order) < MIN_PREFIX:
+    walk = _within_budget(ps, order, MAX_WALK)
+    if len(walk) < MIN_PREFIX:
         return None
     kept: list[Candidate] = []
     best: Command | None = None
-    for c in order:
+    for c in walk:
+        if not kept and undeletable(c.name):
+            continue
         trial = [*kept, c]
         proof = assess(ps, trial)
         if any(v > 0 for v in proof.excess.values()) or proof.homeless:

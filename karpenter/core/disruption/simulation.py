@@ -13,7 +13,7 @@ without room are reported (``Outcome.homeless``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -25,8 +25,8 @@ from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import StateNode
 from karpenter.core.provisioning.reservations import FALLBACK
-from karpenter.core.provisioning.results import NewNodeClaim
-from karpenter.core.provisioning.scheduler import solve
+from karpenter.core.provisioning.results import NewNodeClaim, Results
+from karpenter.core.provisioning.scheduler import repack_kept, solve, solve_kept
 
 # Key of a list in the snapshot's derived values (``Reuse.derived``): while present, every
 # what-if on the snapshot appends its Outcome there (``verdicts`` reads where pods went).
@@ -105,6 +105,42 @@ def _unbound(c: Candidate) -> list[Pod]:
     return [replace(p, node_name="") for p in c.pods]
 
 
+@dataclass(frozen=True, slots=True)
+class _WhatIf:
+    """The pods of one what-if: everyone it schedules, and which are the command's."""
+
+    everyone: list[Pod]
+    keys: set[str]  # the candidates' pods
+    held: set[str]  # the buffer pods they host
+    excluded: frozenset[str]
+
+
+def _what_if(
+    cluster: Cluster,
+    candidates: Sequence[Candidate],
+    states: Sequence[StateNode],
+    options: Options,
+    reuse: Reuse | None,
+) -> _WhatIf:
+    moving: list[Pod] = []
+    for c in candidates:
+        # The same candidate's pods are unbound once per snapshot, not once per what-if.
+        unbound = partial(_unbound, c)
+        if reuse is None:
+            moving += unbound()
+        else:
+            moving += reuse.derived(cluster, f"disruption.unbound:{c.name}", unbound)
+    # Pending and deleting pods are the same for every what-if on one snapshot.
+    others = waiting_pods(cluster, states, reuse)
+    buffered = headroom.hosting(cluster, options, reuse, others).pods
+    return _WhatIf(
+        [*others, *buffered, *moving],
+        {p.key for p in moving},
+        {p.key for p in buffered},
+        frozenset(c.name for c in candidates),
+    )
+
+
 def reschedule(
     cluster: Cluster,
     candidates: Sequence[Candidate],
@@ -117,32 +153,53 @@ def reschedule(
     """Simulate removing ``candidates``; ``states`` are the snapshot's state nodes.
 
     ``repack`` runs the cost pass over the new NodeClaims (a split: several cheaper ones)."""
-
-    moving: list[Pod] = []
-    for c in candidates:
-        # The same candidate's pods are unbound once per snapshot, not once per what-if.
-        unbound = partial(_unbound, c)
-        if reuse is None:
-            moving += unbound()
-        else:
-            moving += reuse.derived(cluster, f"disruption.unbound:{c.name}", unbound)
-    keys = {p.key for p in moving}
-    # Pending and deleting pods are the same for every what-if on one snapshot.
-    others = waiting_pods(cluster, states, reuse)
-    buffered = headroom.hosting(cluster, options, reuse, others).pods
-    held = {p.key for p in buffered}
-    excluded = frozenset(c.name for c in candidates)
+    w = _what_if(cluster, candidates, states, options, reuse)
     results = solve(
         cluster,
-        [*others, *buffered, *moving],
+        w.everyone,
         options,
-        excluded_nodes=excluded,
+        excluded_nodes=w.excluded,
         reuse=reuse,
         # A what-if must not stall on reserved capacity: replacements may fall back.
         reservation_mode=FALLBACK,
         # First fit answers "do the pods fit elsewhere?"; splitting is consolidation's call.
         repack=repack,
     )
+    return _outcome(cluster, states, reuse, w, results)
+
+
+def reschedule_kept(
+    cluster: Cluster,
+    candidates: Sequence[Candidate],
+    states: Sequence[StateNode],
+    options: Options,
+    reuse: Reuse | None = None,
+) -> tuple[Outcome, Callable[[], Outcome]]:
+    """``reschedule`` (first fit), and what ``reschedule(..., repack=True)`` would give on
+    the same snapshot, computed when called from the same first fit (a split after a what-if
+    repacks the claims the what-if found; call it at most once, before anything else is
+    simulated)."""
+    w = _what_if(cluster, candidates, states, options, reuse)
+    results, kept = solve_kept(
+        cluster,
+        w.everyone,
+        options,
+        excluded_nodes=w.excluded,
+        reuse=reuse,
+        reservation_mode=FALLBACK,
+    )
+    outcome = _outcome(cluster, states, reuse, w, results)
+    return outcome, lambda: _outcome(cluster, states, reuse, w, repack_kept(kept))
+
+
+def _outcome(
+    cluster: Cluster,
+    states: Sequence[StateNode],
+    reuse: Reuse | None,
+    w: _WhatIf,
+    results: Results,
+) -> Outcome:
+    keys, held, everyone = w.keys, w.held, w.everyone
     claims = tuple(
         c for c in results.new_claims if any(p.key in keys or p.key in held for p in c.pods)
     )
@@ -168,7 +225,6 @@ def reschedule(
     for i, claim in enumerate(results.new_claims):
         where.update((p.key, f"#{i}") for p in claim.pods)
     # buffer pods are part of what a split depends on: a split must find them room too
-    everyone = [*others, *buffered, *moving]
     trace: tuple[object, ...]
     if any(p.limits for p in cluster.nodepools) or not all(unconstrained(p) for p in everyone):
         trace = tuple((p.key, where.get(p.key, "!")) for p in everyone)
@@ -186,7 +242,7 @@ def reschedule(
     sink = reuse.snapshot(cluster).derived.get(OUTCOMES) if reuse is not None else None
     if isinstance(sink, list):
         placed = tuple((p.requests, where.get(p.key, "")) for p in everyone)
-        placed = tuple((r, "" if w.startswith("#") else w) for r, w in placed)
+        placed = tuple((r, "" if node.startswith("#") else node) for r, node in placed)
         outcome = replace(outcome, placed=placed)
         sink.append(outcome)
     return outcome

@@ -19,7 +19,7 @@ catalogue priced by size, a right-sized node's pods cost as much on two nodes as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from karpenter.core.disruption import prefilter, splitbound
 from karpenter.core.disruption.candidates import Candidate
@@ -133,24 +133,38 @@ def possible(ps: DisruptionPass, candidates: Sequence[Candidate]) -> bool:
 
 
 def consolidate_split(
-    ps: DisruptionPass, candidates: Sequence[Candidate], method: str, base: Outcome | None = None
+    ps: DisruptionPass,
+    candidates: Sequence[Candidate],
+    method: str,
+    base: Outcome | None = None,
+    repacked: Callable[[], Outcome] | None = None,
 ) -> Command | NoOp:
     """The cheapest multi-replacement command for ``candidates``, or why there is none.
 
     ``base`` is the one-replacement what-if it follows: a split that failed after the same
-    what-if before (``retries``) is not tried again, nor counted against the pass's limit."""
+    what-if before (``retries``) is not tried again, nor counted against the pass's limit;
+    ``repacked`` gives the split's simulation from that what-if's first fit
+    (``simulation.reschedule_kept``) instead of simulating it from the start."""
     record = ps.failed_splits
     if base is not None and record.failed(ps.cluster, ps.options, candidates, base):
         return NoOp("NotCheaper", "the same split failed before")
-    result = _attempt(ps, candidates, method)
+    result = _attempt(ps, candidates, method, repacked)
     if base is not None and isinstance(result, NoOp):
         record.remember(ps.cluster, ps.options, candidates, base)
     return result
 
 
-def _attempt(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> Command | NoOp:
+def _attempt(
+    ps: DisruptionPass,
+    candidates: Sequence[Candidate],
+    method: str,
+    repacked: Callable[[], Outcome] | None,
+) -> Command | NoOp:
     ps.splits_left -= 1
-    outcome = reschedule(ps.cluster, candidates, ps.states, ps.options, ps.reuse, repack=True)
+    if repacked is not None:
+        outcome = repacked()
+    else:
+        outcome = reschedule(ps.cluster, candidates, ps.states, ps.options, ps.reuse, repack=True)
     if outcome.failures:
         return NoOp("Unschedulable", outcome.failure_message())
     if outcome.homeless:

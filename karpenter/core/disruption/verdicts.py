@@ -13,7 +13,9 @@ fresh computation would give it again, and the world (``world``) reports every c
   past the value it had (a watermark per resource the verdict needs); the *homeless* pods, no
   other node having room for one of them alone. Once nodes join, those a joined node has room
   for count only beyond the joined nodes' room as it is now (the answer is checked again on
-  that smaller residual when next asked).
+  that smaller residual when next asked, and only then: once checked, the answer holds while
+  rooms only shrink, and a node that joins with room for none of the pods still counted whole,
+  when the others fit in the joined room already, leaves that residual as it was).
 - A what-if "no" is the replay of a first-fit pass: each pod goes to the first node in pass
   order that takes it, else to new NodeClaims. The replay is identical while the nodes that
   received pods, and the candidates, are unchanged, and no node joined ahead of where a pod of
@@ -69,7 +71,11 @@ def order(state: StateNode) -> Order:
 
 def room_for(shape: Mapping[str, int], remaining: Mapping[str, int]) -> bool:
     """The free-capacity index would offer a node this much room to a pod of ``shape``."""
-    return all(remaining.get(k, 0) >= shape.get(k, 0) for k in _TRACKED if shape.get(k, 0) > 0)
+    for k in _TRACKED:  # a loop, not all(...): it runs millions of times in a large plan
+        need = shape.get(k, 0)
+        if need > 0 and remaining.get(k, 0) < need:
+            return False
+    return True
 
 
 @dataclass(slots=True)
@@ -80,6 +86,7 @@ class Work:
     remembered: int = 0  # answers the memo gave
     prefilters: int = 0  # prefilter computations
     whatifs: int = 0  # what-if simulations
+    unmoved: int = 0  # joins that left a checked prefilter answer as it was (no new check)
 
 
 @dataclass(slots=True)
@@ -96,6 +103,11 @@ class _Entry:
     homeless: list[res.Resources] = field(default_factory=list)
     excess: dict[str, int] = field(default_factory=dict)
     joined: list[str] = field(default_factory=list)
+    # As last checked: the homeless pods no joined node had room for, whether the others fit
+    # in the joined nodes' room together, and whether a join since calls for a new check.
+    kept: list[res.Resources] = field(default_factory=list)
+    housed_fit: bool = True
+    pending: bool = False
 
 
 @dataclass(slots=True)
@@ -132,7 +144,7 @@ class VerdictMemo:
             return None
         if entry.splits < 0 and ps.splits_left > 0:
             return None  # holds only once no split is left: ask again (the entry stays)
-        if entry.joined and not self._still(ps, candidates, entry):
+        if entry.pending and not self._still(ps, candidates, entry):
             self._drop(key)
             return None
         if entry.splits > 0 and ps.splits_left > 0:
@@ -147,19 +159,21 @@ class VerdictMemo:
         their room now (a node's room never grows), so the pods a joined node has room for
         still need new capacity beyond the joined nodes' total room."""
         free = ps.cache["free"]
-        rooms = [free[name] for name in e.joined if name in free]
-        housed = [r for r in e.homeless if any(room_for(r, room) for room in rooms)]
-        kept = [r for r in e.homeless if not any(room_for(r, room) for room in rooms)]
+        names = [name for name in e.joined if name in free]
+        rooms = [free[name] for name in names]
+        housed: list[res.Resources] = []
+        kept: list[res.Resources] = []
+        for r in e.homeless:
+            (housed if any(room_for(r, room) for room in rooms) else kept).append(r)
         spill = res.floor_zero(res.subtract(res.add(*housed), res.add(*rooms)))
         bound = res.maximum((e.excess, res.add(*kept, spill)))
         if not verdict(ps, candidates, bound):
             return False
+        e.kept, e.housed_fit, e.pending = kept, not any(spill.values()), False
         e.splits = _prefilter_splits(ps, candidates, bound)
-        e.joined = [
-            name
-            for name in e.joined
-            if name in free and any(room_for(r, free[name]) for r in e.homeless)
-        ]
+        # Joined nodes with room for no homeless pod never will have (rooms only shrink).
+        pairs = zip(names, rooms, strict=True)
+        e.joined = [n for n, room in pairs if any(room_for(r, room) for r in housed)]
         key = tuple(c.name for c in candidates)
         if len(key) == 1 and self.watcher is not None:
             self.watcher.learned(key[0], e.splits != 0)
@@ -182,7 +196,7 @@ class VerdictMemo:
         splits = _prefilter_splits(ps, candidates, bound)
         self._keep(candidates, NoOp(PREFILTER, found.message), (), reach, marks, splits)
         entry = self._entries[tuple(c.name for c in candidates)]
-        entry.homeless, entry.excess = homeless, excess
+        entry.homeless, entry.excess, entry.kept = homeless, excess, homeless
 
     def keep_whatif(
         self,
@@ -269,6 +283,10 @@ class VerdictMemo:
                         self._drop(key)
                     elif not entry.joined or entry.joined[-1] != at[1]:
                         entry.joined.append(at[1])
+                        if not entry.pending and _unmoved(entry, remaining):
+                            self.work.unmoved += 1
+                            continue
+                        entry.pending = True
                         if len(key) == 1 and self.watcher is not None:
                             self.watcher.forgot(key[0])  # to be checked again
 
@@ -298,6 +316,13 @@ class VerdictMemo:
         self._marks.clear()
         if self.watcher is not None:
             self.watcher.forgot_all()
+
+
+def _unmoved(entry: _Entry, remaining: Mapping[str, int]) -> bool:
+    """A node joining with ``remaining`` room leaves a checked prefilter answer's bound as it
+    was: it has room for none of the pods the check found no room for, and the others fit in
+    the joined nodes' room already (more room keeps them fitting)."""
+    return entry.housed_fit and not any(room_for(r, remaining) for r in entry.kept)
 
 
 def _shape(requests: Mapping[str, int]) -> Shape:

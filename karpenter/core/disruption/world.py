@@ -32,7 +32,7 @@ from karpenter.core.disruption.ranking import CandidateIndex
 from karpenter.core.disruption.retries import FailedSplits
 from karpenter.core.disruption.simulation import pending_pods, unconstrained
 from karpenter.core.disruption.splitbound import WholeNodes
-from karpenter.core.disruption.verdicts import VerdictMemo, order
+from karpenter.core.disruption.verdicts import FAR, Order, Shape, VerdictMemo, order, room_for
 from karpenter.core.lifecycle import nodepool_hash
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
@@ -127,6 +127,7 @@ class World:
         }
         self.free["__total__"] = res.add(*self.free.values())
         self.pod_shapes: dict[str, Shapes] = {}
+        self.room_for: dict[Shape, tuple[list[str], bool]] = {}
         self.price_table: list[tuple[float, dict[str, int]]] | None = None
         self.unit_prices: list[tuple[float, float]] | None = None
         self.whole_nodes: WholeNodes | None = None
@@ -168,6 +169,7 @@ class World:
         )
         ps.cache["free"] = self.free
         ps.pod_shapes = self.pod_shapes
+        ps.room_for = self.room_for
         ps.price_table = self.price_table
         ps.unit_prices = self.unit_prices
         ps.whole_nodes = self.whole_nodes
@@ -286,6 +288,7 @@ class World:
         )
         base.derived.update(carried)
         self._refree(removed, [*changed, *joined])
+        self._reroom([*removed, *(s.name for s in changed)], [s.name for s in joined])
         self.memo.nodes_changed([*removed, *(s.name for s in changed)])
         for state in joined:
             e = base.existing[base.index[state.name]]
@@ -349,6 +352,30 @@ class World:
         }
         carried["disruption.initialized"] = self.initialized
         return carried
+
+    def _reroom(self, touched: list[str], joined: list[str]) -> None:
+        """The prefilter's first nodes with room per pod shape (in pass order), after the
+        command. Nodes that left or lost all room for a shape leave its list; what is left is
+        still the first nodes with room (a node ahead of one of them had no room, and has no
+        more now), complete if it was. Joined nodes with room join complete lists, and a
+        prefix where they come before its end. The prefilter scans again when a prefix gets
+        too short to answer."""
+        if not self._unique:
+            self.room_for.clear()
+            return
+        gone = set(touched)
+        for shape, (found, complete) in list(self.room_for.items()):
+            requests = dict(shape)
+            kept = [n for n in found if n not in gone or room_for(requests, self.free.get(n, {}))]
+            new = [n for n in joined if room_for(requests, self.free[n])]
+            if new and not complete:
+                last = self._order(kept[-1]) if kept else FAR
+                new = [n for n in new if kept and self._order(n) < last]
+            if new or len(kept) < len(found):
+                self.room_for[shape] = (sorted([*kept, *new], key=self._order), complete)
+
+    def _order(self, name: str) -> Order:
+        return order(self.states[name])
 
     def _refree(self, removed: list[str], updated: list[StateNode]) -> None:
         """The prefilter's free room per node and in total, after the command."""

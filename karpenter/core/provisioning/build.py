@@ -168,6 +168,9 @@ class PassContext:
     excluded: frozenset[int]  # indexes into ``existing`` this pass must not use
     free: FreeIndex
     existing_index: Mapping[str, int]  # node (or in-flight claim) name → index in ``existing``
+    # Indexes of ``existing`` the pass copied to place pods on (the only ones holding pods:
+    # results read these, not every node of the snapshot).
+    touched: set[int] = field(default_factory=set)
 
     def pod_groups(self, work: PodWork) -> PodGroups:
         """The topology groups a pod must satisfy in its current relaxation state."""

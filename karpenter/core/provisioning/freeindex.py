@@ -10,10 +10,15 @@ block holds), and a pod that fits none of them fits no node of the block. The in
 only prunes: every node it yields still goes through the full check, and order is preserved,
 so placements are exactly those of the plain scan.
 
-A scan that yields no node at all is remembered (request, start): until some node's room grows
-or a node joins, a scan for the same request from that start or later would find none either
-(within a what-if nodes only lose room), so it ends at once. Half the scans of a consolidation
-plan find no node, and most repeat an earlier one (``bench/RESULTS.md``).
+What a scan passes over is remembered per request: the nodes from its start up to the first
+node with room (to the end, when none has) have none. Until some node's room grows, a scan for
+the same request starting among them begins after them (within a what-if nodes only lose
+room): in a packed cluster whose only room is on nodes that joined last (at the end of the
+pass order), a scan ends or reaches them at once. A node that joins among them keeps them
+when it has no room for the request (those after it move up one place). What-ifs scan copies
+(``without``) that leave some nodes out and place pods on others; a copy's scan tells the
+original too (while the original is as it was when copied), once the nodes the copy left out
+or placed pods on are checked there, so the next what-if's scans start further on.
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ Room = tuple[int, int, int]
 
 def _triple(remaining: dict[str, int]) -> Room:
     return (remaining.get(res.CPU, 0), remaining.get(res.MEMORY, 0), remaining.get(res.PODS, 0))
+
+
+def _holds(room: Room, key: Room) -> bool:
+    return room[0] >= key[0] and room[1] >= key[1] and room[2] >= key[2]
 
 
 def _max(rows: Sequence[Room]) -> Room:
@@ -59,7 +68,18 @@ class FreeIndex:
     to 8 before testing nodes one by one.
     """
 
-    __slots__ = ("_empty", "_free", "_front", "_large", "_room", "_small")
+    __slots__ = (
+        "_empty",
+        "_excluded",
+        "_free",
+        "_front",
+        "_large",
+        "_origin",
+        "_room",
+        "_small",
+        "_touched",
+        "_version",
+    )
 
     def __init__(self, free: Sequence[dict[str, int]]) -> None:
         self._free = list(free)
@@ -67,8 +87,15 @@ class FreeIndex:
         self._small = [_max(self._room[b : b + SMALL]) for b in range(0, len(free), SMALL)]
         self._front = [_front(self._room[b : b + SMALL]) for b in range(0, len(free), SMALL)]
         self._large = [_max(self._room[b : b + LARGE]) for b in range(0, len(free), LARGE)]
-        # (cpu, memory, pods) request -> the lowest start from which a scan found no node
-        self._empty: dict[Room, int] = {}
+        # (cpu, memory, pods) request -> (s, e): no node from s up to (not including) e has
+        # room for it
+        self._empty: dict[Room, tuple[int, int]] = {}
+        self._version = 0  # counts changes of room
+        # A copy: the index it was made from, that index's version then, the nodes left out
+        # and those whose room the copy changed.
+        self._origin: tuple[FreeIndex, int] | None = None
+        self._excluded: tuple[int, ...] = ()
+        self._touched: set[int] = set()
 
     def without(self, excluded: Iterable[int]) -> FreeIndex:
         """A copy in which the ``excluded`` nodes have no room at all (the pass skips them)."""
@@ -79,9 +106,13 @@ class FreeIndex:
         copy._front = list(self._front)
         copy._large = list(self._large)
         copy._empty = dict(self._empty)  # excluding nodes only takes room away
-        for index in excluded:
+        copy._excluded = tuple(excluded)
+        for index in copy._excluded:
             copy._room[index] = (_NONE, _NONE, _NONE)
             copy._refresh(index)
+        copy._version = 0
+        copy._origin = (self, self._version)
+        copy._touched = set()
         return copy
 
     def replace(self, index: int, free: dict[str, int]) -> None:
@@ -91,14 +122,29 @@ class FreeIndex:
 
     def kill(self, index: int) -> None:
         """Node ``index`` left the snapshot: it has no room from now on (its slot stays)."""
+        self._version += 1
+        self._origin = None  # (copies do not lose nodes so: they tell their origin no more)
         self._room[index] = (_NONE, _NONE, _NONE)
         self._refresh(index)
 
     def insert(self, index: int, free: dict[str, int]) -> None:
         """A node joined the snapshot at ``index``; later nodes move up one place."""
-        self._empty.clear()
+        self._version += 1
+        self._origin = None
+        new = _triple(free)
+        kept: dict[Room, tuple[int, int]] = {}
+        for key, (s, e) in self._empty.items():
+            if index < s:
+                kept[key] = (s + 1, e + 1)  # the same nodes, one place further
+            elif index >= e:
+                kept[key] = (s, e)
+            elif not _holds(new, key):
+                kept[key] = (s, e + 1)  # the new node is among them but has no room either
+            elif index > s:
+                kept[key] = (s, index)  # those before the new node
+        self._empty = kept
         self._free.insert(index, free)
-        self._room.insert(index, _triple(free))
+        self._room.insert(index, new)
         # Blocks from the insertion point on hold other nodes now; nodes join near the end
         # of the pass order in practice (replacements), so few blocks are recomputed.
         first = index // SMALL
@@ -121,6 +167,9 @@ class FreeIndex:
         old = self._room[index]
         if old[0] == _NONE:
             return
+        self._version += 1
+        if self._origin is not None:
+            self._touched.add(index)
         new = self._room[index] = _triple(self._free[index])
         if self._empty and (new[0] > old[0] or new[1] > old[1] or new[2] > old[2]):
             self._empty.clear()
@@ -142,16 +191,24 @@ class FreeIndex:
         mem = max(request.get(res.MEMORY, 0), 0) or _NONE + 1
         pods = max(request.get(res.PODS, 0), 0) or _NONE + 1
         key = (cpu, mem, pods)
-        seen = self._empty.get(key)
-        if seen is None or seen > start:
-            yield from self._scan(start, key)
+        known = self._empty.get(key)
+        begin = known[1] if known is not None and known[0] <= start < known[1] else start
+        yield from self._scan(start, begin, key)
 
-    def _scan(self, start: int, key: Room) -> Iterator[int]:
+    def _scan(self, start: int, begin: int, key: Room) -> Iterator[int]:
+        """Nodes from ``begin`` on with room for ``key`` (none from ``start`` to ``begin``)."""
+        total = len(self._room)
+        index = self._next(begin, key)
+        self._learn(start, index, key)
+        while index < total:
+            yield index
+            index = self._next(index + 1, key)
+
+    def _next(self, index: int, key: Room) -> int:
+        """The first node from ``index`` on with room for ``key`` (the node count: none)."""
         cpu, mem, pods = key
         room, small, large, front = self._room, self._small, self._large, self._front
         total = len(room)
-        index = start
-        found = False
         while index < total:
             if index % LARGE == 0:
                 m = large[index // LARGE]
@@ -173,8 +230,36 @@ class FreeIndex:
                     continue
             r = room[index]
             if r[0] >= cpu and r[1] >= mem and r[2] >= pods:
-                found = True
-                yield index
+                return index
             index += 1
-        if not found:
-            self._empty[key] = start
+        return total
+
+    def _learn(self, start: int, end: int, key: Room) -> None:
+        """No node from ``start`` up to ``end`` has room for ``key``: remember it (joined to
+        what is known when they meet, else the longer) and tell the origin."""
+        if end <= start:
+            return
+        known = self._empty.get(key)
+        if known is not None:
+            s, e = known
+            if start <= e and s <= end:
+                start, end = min(s, start), max(e, end)
+            elif e - s >= end - start:
+                return
+        self._empty[key] = (start, end)
+        self._tell_origin(start, end, key)
+
+    def _tell_origin(self, start: int, end: int, key: Room) -> None:
+        """No node of this copy from ``start`` up to ``end`` has room for ``key``: nor has one
+        of the index it was made from, if that did not change since and none of the nodes the
+        copy left out or changed among them has room there."""
+        if self._origin is None:
+            return
+        origin, version = self._origin
+        if origin._version != version:
+            return
+        room = origin._room
+        for i in (*self._excluded, *self._touched):
+            if start <= i < end and _holds(room[i], key):
+                return
+        origin._learn(start, end, key)

@@ -249,7 +249,8 @@ def finalize(
                 unschedulable[pod.key] = outcome
             continue
         new_claims.append(outcome)
-    existing = tuple((e.state.name, tuple(e.pods)) for e in ctx.existing if e.pods)
+    placed = (ctx.existing[i] for i in sorted(ctx.touched))
+    existing = tuple((e.state.name, tuple(e.pods)) for e in placed if e.pods)
     return Results(
         tuple(new_claims),
         existing,

@@ -200,6 +200,7 @@ class Scheduler:
         if index not in self._owned:
             node = self.ctx.existing[index] = copy_existing(node)
             self._owned.add(index)
+            self.ctx.touched.add(index)
             self._free.replace(index, node.remaining)
         self._commit_existing(node, work, groups, volumes)
         self._free.update(index)
@@ -344,6 +345,33 @@ def solve_pass(
 ) -> tuple[Results, PassContext]:
     """``solve`` without the bound, and the pass's context: ``lower_bound(context, claims)``
     gives the same bound later (the controller computes it once its claims are written)."""
+    if repack is None:
+        repack = options.cost_policy == costpass.OPTIMAL
+    kept = _first_fit(cluster, pending, options, excluded_nodes, reuse, reservation_mode, repack)
+    if kept.start is not None:
+        return repack_kept(kept), kept.ctx
+    return _finalize(kept, kept.scheduler.claims), kept.ctx
+
+
+@dataclass(slots=True)
+class Kept:
+    """A first-fit pass kept, placements recorded, for the cost pass to run over later."""
+
+    ctx: PassContext
+    scheduler: Scheduler
+    start: costpass.Start | None  # None: the cost pass leaves this pass alone
+    reasons: dict[str, str]
+
+
+def _first_fit(
+    cluster: Cluster,
+    pending: Sequence[Pod],
+    options: Options,
+    excluded_nodes: frozenset[str],
+    reuse: Reuse | None,
+    reservation_mode: str,
+    repack: bool,
+) -> Kept:
     ctx = build_context(cluster, pending, options, excluded_nodes, reuse)
     offers = [o for t in ctx.templates for _, o in t.catalog.reserved]
     reserved = None
@@ -351,22 +379,48 @@ def solve_pass(
         manager = ReservationManager.from_offerings(offers)
         reserved = Reservations(manager, reservation_mode, options.reservation_id_label)
     scheduler = Scheduler(ctx, reserved)
-    if repack is None:
-        repack = options.cost_policy == costpass.OPTIMAL
     # The cost pass leaves passes with reserved offerings alone (their ledger is first-fit's).
     start = costpass.remember(ctx) if repack and reserved is None else None
     if start is not None:
         scheduler.placements = []
     reasons = scheduler.run(pending)
+    return Kept(ctx, scheduler, start, reasons)
+
+
+def _finalize(kept: Kept, claims: Sequence[Claim]) -> Results:
+    return finalize(kept.ctx, claims, kept.reasons, frozenset(kept.scheduler.deferred))
+
+
+def solve_kept(
+    cluster: Cluster,
+    pending: Sequence[Pod],
+    options: Options,
+    *,
+    excluded_nodes: frozenset[str] = frozenset(),
+    reuse: Reuse | None = None,
+    reservation_mode: str = STRICT,
+) -> tuple[Results, Kept]:
+    """``solve`` with first fit only, and the pass kept: ``repack_kept`` then gives what
+    ``solve(..., repack=True)`` gives, without placing every pod again. Finalizing reads the
+    pass and changes nothing, so the first fit is the one a repacking solve starts with."""
+    kept = _first_fit(cluster, pending, options, excluded_nodes, reuse, reservation_mode, True)
+    return _finalize(kept, kept.scheduler.claims), kept
+
+
+def repack_kept(kept: Kept) -> Results:
+    """The kept pass's claims repacked by the cost pass (``solve(..., repack=True)``'s
+    results); call it once, and before anything else changes the pass."""
+    scheduler = kept.scheduler
     claims = scheduler.claims
-    budget = work.Budget(options.cost_work)
-    if start is not None and scheduler.placements is not None:
+    budget = work.Budget(kept.ctx.options.cost_work)
+    if kept.start is not None and scheduler.placements is not None:
         placements = scheduler.placements
-        claims = costpass.repack(ctx, claims, placements, start, scheduler.next_hostname, budget)
-    results = finalize(ctx, claims, reasons, frozenset(scheduler.deferred))
+        hostname = scheduler.next_hostname
+        claims = costpass.repack(kept.ctx, claims, placements, kept.start, hostname, budget)
+    results = _finalize(kept, claims)
     if budget.spent:
         results = replace(results, cost_work=budget.spent)
-    return results, ctx
+    return results
 
 
 def lower_bound(ctx: PassContext, claims: Sequence[NewNodeClaim]) -> float:
