@@ -85,7 +85,7 @@ async def test_statefulset_pods_get_zonal_claims(
             # lets the kube-scheduler bind two replicas to one node), once each claim names its
             # Node (a moment after the Node is registered and pods can bind)
             claims = await harness.claims_of(kube, pool)
-            nodes = [(c.get("status") or {}).get("nodeName") for c in claims]
+            nodes = [str((c.get("status") or {}).get("nodeName") or "") for c in claims]
             if not nodes or not all(nodes):
                 return set()
             found = set()
