@@ -142,27 +142,23 @@ class KindStore(Generic[T]):
 def is_provisionable(pod: Pod) -> bool:
     """Upstream's rule: the scheduler said Unschedulable, unbound, not preempting, not a
     DaemonSet or mirror pod, and still alive."""
-    return (
-        pod.unschedulable_condition
-        and not pod.node_name
-        and not pod.nominated_node_name
-        and not pod.is_daemonset_pod()
-        and not pod.is_mirror_pod()
-        and pod.is_active()
-    )
+    return pod.unschedulable_condition and _pending_workload(pod)
 
 
 def awaits_scheduler(pod: Pod) -> bool:
     """Pending, not judged by the default kube-scheduler yet, and otherwise what upstream's rule
     would provision once the scheduler says Unschedulable (see ``Provisioner``'s early rule)."""
+    return pod.awaiting_scheduler and _pending_workload(pod) and not opts_out(pod)
+
+
+def _pending_workload(pod: Pod) -> bool:
+    """Unbound, not preempting, not a DaemonSet or mirror pod, still alive."""
     return (
-        pod.awaiting_scheduler
-        and not pod.node_name
+        not pod.node_name
         and not pod.nominated_node_name
         and not pod.is_daemonset_pod()
         and not pod.is_mirror_pod()
         and pod.is_active()
-        and not opts_out(pod)
     )
 
 
