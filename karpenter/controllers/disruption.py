@@ -12,6 +12,12 @@ command when its replacements are up, so several commands are in flight at once;
 in-flight commands carry the disrupted taint, which the core reads as in flight (not candidates,
 counted against budgets, their pods rescheduled in every what-if).
 
+Unlike upstream, the wait does not stop the deciding: a command waiting out its validation holds
+its nodes as a started one does (``validation.as_in_flight``: every other decision and
+validation sees them marked), and the next decision follows at once. Upstream's single-node
+consolidation spends one wait per node it removes; here the commands of a pass's worth of nodes,
+within the budgets, wait together, and each was judged with all the others beside it.
+
 The decision runs in a worker thread, so the event loop (watches, probes, Lease renewals) keeps
 running during a long pass, and each consolidation search has a time budget (upstream's: one
 minute for multi-node, three for single-node) read off the injected clock: past it, multi-node
@@ -25,6 +31,7 @@ controller does; the provisioner finds capacity for the evicted pods.
 from __future__ import annotations
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
@@ -42,7 +49,7 @@ from karpenter.core.disruption.candidates import SurveyMemo
 from karpenter.core.disruption.commands import METHOD_EXPIRATION, Command
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.planner import decide
-from karpenter.core.disruption.validation import VALIDATED, revalidate
+from karpenter.core.disruption.validation import VALIDATED, as_in_flight, revalidate
 from karpenter.core.model.cluster import Cluster
 from karpenter.core.provisioning.build import Reuse
 from karpenter.kube import errors
@@ -100,6 +107,11 @@ class Disruption(Controller):
         self._budgets = (multi_budget_s, single_budget_s)
         self._resume = Resume()  # where a cut-short single-node walk goes on
         self.unsynced = False  # the last pass waited for the mirror (retried in a second)
+        self.validating: dict[int, Command] = {}  # commands in their validation wait
+        self._tokens = 0
+        # Reuse and SurveyMemo serve one core computation at a time (decision or validation)
+        self._core = anyio.Lock()
+        self._waits: anyio.abc.TaskGroup | None = None  # where validation waits run
 
     @property
     def executed(self) -> list[Command]:
@@ -112,6 +124,7 @@ class Disruption(Controller):
         once, as upstream requeues immediately: the started command's nodes are held, so the
         next pass looks at the rest (a drift of 300 nodes is not 300 polls of 10 s)."""
         async with anyio.create_task_group() as tg:
+            self._waits = tg
             tg.start_soon(self.queue.run)
             last: frozenset[str] = frozenset()
             while True:
@@ -133,15 +146,27 @@ class Disruption(Controller):
                     await self.clock.sleep(self.poll_s)
                 last = names
 
-    async def _snapshot(self) -> tuple[Cluster, float]:
+    async def _snapshot(self, waiting: Command | None = None) -> tuple[Cluster, float]:
+        """The cluster now, the nodes of every command in its validation wait (but
+        ``waiting``'s own) marked as in flight."""
         pools = self.state.active_nodepools()
         types = await instance_types(
             self.cloud, self.state, pools, self.clock.now(), self.options, self._log
         )
         now = self.clock.now()
-        return self.state.snapshot(types, now), now
+        marked = {
+            node
+            for command in self.validating.values()
+            if command is not waiting
+            for node in _node_names(command)
+        }
+        return as_in_flight(self.state.snapshot(types, now), marked), now
 
     async def _decide(self) -> Command | None:
+        async with self._core:
+            return await self._decide_now()
+
+    async def _decide_now(self) -> Command | None:
         cluster, now = await self._snapshot()
         held = self.queue.held()
         bound = ClockBound(self.clock, *self._budgets)
@@ -169,24 +194,25 @@ class Disruption(Controller):
 
     async def _revalidate(self, command: Command) -> Command | None:
         """``command`` judged again on a fresh snapshot (``core.disruption.validation``)."""
-        cluster, now = await self._snapshot()
-        held = self.queue.held()
+        async with self._core:
+            cluster, now = await self._snapshot(waiting=command)
+            held = self.queue.held()
 
-        def run() -> Command | None:
-            return revalidate(
-                cluster,
-                self.options,
-                now,
-                command,
-                reuse=self._reuse,
-                survey_memo=self._memo,
-                held=held,
-            )
+            def run() -> Command | None:
+                return revalidate(
+                    cluster,
+                    self.options,
+                    now,
+                    command,
+                    reuse=self._reuse,
+                    survey_memo=self._memo,
+                    held=held,
+                )
 
-        return await anyio.to_thread.run_sync(run)
+            return await anyio.to_thread.run_sync(run)
 
     async def reconcile(self) -> Command | None:
-        """One pass: the command started, or None."""
+        """One pass: the command started or waiting out its validation, or None."""
         self.unsynced = not (
             self.state.synced() and self.queue.adopted and self.state.virtual_pods.warm
         )
@@ -207,22 +233,61 @@ class Disruption(Controller):
             self._quiet = (version, now)
             return None
         self._quiet = None
+        if command.method not in VALIDATED:
+            return command if await self._start(command) else None
+        self._tokens += 1
+        self.validating[self._tokens] = command
+        if self._waits is None:  # driven pass by pass (no run loop): wait here
+            await self._validate(self._tokens, command)
+        else:
+            self._waits.start_soon(self._validate, self._tokens, command)
+        return command
+
+    async def _validate(self, token: int, command: Command) -> None:
+        """Wait, judge ``command`` again, start it if it still holds; its nodes stay marked for
+        every other decision until the queue holds them or the command is dropped."""
         log = self._log.bind(
             reason=command.reason, method=command.method, nodes=list(command.names)
         )
-        if command.method in VALIDATED:
+        again: Command | None = None
+        try:
             await self.clock.sleep(self.validation_s)
-            again = await self._revalidate(command) if self.state.synced() else None
-            if again is None:
-                log.info("disruption command no longer valid after the validation wait")
-                self.metrics.voluntary_disruption_validation_failures.labels(
-                    consolidation_type=CONSOLIDATION_TYPE[command.method]
-                ).inc()
-                return None
-            command = again
+            if self.state.synced():
+                again = await self._revalidate(command)
+        except (errors.ApiError, OSError) as err:
+            log.warning("disruption command validation failed", error=str(err))
+        finally:
+            # the queue marks a started command's nodes before its first await, so they are
+            # never unheld in between; a dropped command's nodes are candidates again, and a
+            # pass that found nothing while they were marked must not be trusted
+            self.validating.pop(token, None)
+            self._quiet = None
+        if again is None:
+            log.info("disruption command no longer valid after the validation wait")
+            self.metrics.voluntary_disruption_validation_failures.labels(
+                consolidation_type=CONSOLIDATION_TYPE[command.method]
+            ).inc()
+            return
+        await self._start(again)
+
+    async def _start(self, command: Command) -> bool:
         if command.method == METHOD_EXPIRATION:
             await self.queue.expire(command)
-        elif await self.queue.start(command) is None:
-            log.info("disruption command could not start")
-            return None
-        return command
+            return True
+        try:
+            started = await self.queue.start(command) is not None
+        except (errors.ApiError, OSError) as err:
+            self._log.warning("disruption command could not start", error=str(err))
+            return False
+        if not started:
+            self._log.info(
+                "disruption command could not start",
+                reason=command.reason,
+                method=command.method,
+                nodes=list(command.names),
+            )
+        return started
+
+
+def _node_names(command: Command) -> list[str]:
+    return [c.state.node.name for c in command.candidates if c.state.node is not None]

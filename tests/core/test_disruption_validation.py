@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.planner import decide
-from karpenter.core.disruption.validation import revalidate
+from karpenter.core.disruption.validation import as_in_flight, revalidate
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
@@ -96,3 +96,54 @@ def test_command_fails_when_its_pool_has_no_budget_left() -> None:
     closed = replace(POOL, disruption=Disruption("WhenEmptyOrUnderutilized", 0.0, (Budget("0"),)))
     later = b.cluster([closed], nodes=(_node("big", M8),), pods=(_pinned("big", "p"),))
     assert revalidate(later, Options(), NOW, command) is None
+
+
+def _next(cluster: Cluster) -> Command | None:
+    command, _ = decide(cluster, Options(), NOW, assume_consolidate_after_elapsed=True)
+    return command
+
+
+GUARD = {lbl.DO_NOT_DISRUPT: "true"}
+
+
+def test_waiting_command_nodes_are_no_candidates() -> None:
+    """Nodes marked for a command in its validation wait are not picked again."""
+    assert _next(_oversized()) is not None
+    assert _next(as_in_flight(_oversized(), ["big"])) is None
+
+
+def test_waiting_command_pods_take_the_room_they_will_need() -> None:
+    """A decision taken during another command's wait does not count on room that command's
+    pods will take: with ``a`` marked, ``b`` can no longer be deleted onto ``c``'s room."""
+    nodes = (_node("a", M4), _node("b", M4), _node("c", M4))
+    pods = (
+        b.bound("a", "p1", cpu="1"),
+        b.bound("b", "p2", cpu="1"),
+        b.bound("c", "f", cpu="2500m", annotations=GUARD),  # c stays, room for one pod
+    )
+    without_a = _next(_cluster(nodes[1:], pods[1:]))
+    assert without_a is not None and without_a.names == ("b",) and not without_a.replacements
+    marked = _next(as_in_flight(_cluster(nodes, pods), ["a"]))
+    assert marked is not None and marked.names == ("b",)
+    assert [r.launch.instance_type for r in marked.replacements] == ["m-2x"]
+
+
+def test_waiting_command_counts_against_the_budget() -> None:
+    """With a budget of one node, a command in its wait leaves no room for a second."""
+    pool = replace(POOL, disruption=Disruption("WhenEmptyOrUnderutilized", 0.0, (Budget("1"),)))
+    cluster = b.cluster([pool], nodes=(_node("e1", M4), _node("e2", M4)), pods=())
+    first = _next(cluster)
+    assert first is not None and first.method == "emptiness" and len(first.names) == 1
+    assert _next(as_in_flight(cluster, first.names)) is None
+    assert _next(b.cluster([pool], nodes=(_node("e2", M4),), pods=())) is not None
+
+
+def test_marking_adds_the_taint_once_and_leaves_others_alone() -> None:
+    """Marking is the disrupted taint on exactly the named nodes, never twice."""
+    cluster = _cluster((_node("a", M4), _node("b", M4)), ())
+    assert as_in_flight(cluster, []) is cluster
+    once = as_in_flight(cluster, ["a"])
+    twice = as_in_flight(once, ["a"])
+    taints = {n.name: [t.key for t in n.taints] for n in twice.nodes}
+    assert taints["a"].count(lbl.TAINT_DISRUPTED) == 1
+    assert lbl.TAINT_DISRUPTED not in taints["b"]

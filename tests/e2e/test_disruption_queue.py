@@ -230,7 +230,10 @@ async def test_commands_of_two_pools_in_flight_together(control_plane: ControlPl
         queue = op.disruption.queue
 
         async def both() -> bool:
-            return len(queue.inflight) == 2
+            # in flight with their replacements made: before that a pool's one live claim is
+            # still the candidate, which ``_settled`` would take for the replaced fleet
+            commands = list(queue.inflight.values())
+            return len(commands) == 2 and all(len(c.replacements) == c.expected for c in commands)
 
         await harness.eventually(both, "two commands in flight at once", wait_s=60)
         for pool, ns in zip(pools, spaces, strict=True):
@@ -241,6 +244,51 @@ async def test_commands_of_two_pools_in_flight_together(control_plane: ControlPl
 
         await harness.eventually(finished, "both commands finished")
         for pool, ns in zip(pools, spaces, strict=True):
+            await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_commands_wait_out_their_validation_together(control_plane: ControlPlane) -> None:
+    """The validation wait does not stop the deciding: while one pool's command waits, the
+    next decision (the first command's nodes held as in flight) picks the other pool's, the
+    two wait together and both start, each replacing its own pool's node."""
+    async with (
+        harness.running(
+            control_plane.kubeconfig,
+            disruption_timing=(0.5, 6.0),
+            agent_delay_s=None,
+            CONSOLIDATION_MAX_REPLACEMENTS=1,
+        ) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pools = [harness.unique("vala"), harness.unique("valb")]
+        spaces = [await harness.namespace(kube), await harness.namespace(kube)]
+        for pool, ns in zip(pools, spaces, strict=True):
+            await kube.create(kc.NODEPOOLS, _pool(pool))
+            await kube.create(kc.DEPLOYMENTS, _deployment("api", pool, 2), ns)
+        for pool, ns in zip(pools, spaces, strict=True):
+            await harness.eventually(partial(_settled, kube, pool, ns, 2), "replicas up")
+        for ns in spaces:
+            await kube.merge_patch(kc.DEPLOYMENTS, "api", {"spec": {"replicas": 1}}, ns)
+        disruption = op.disruption
+
+        async def waiting_together() -> list[str] | None:
+            waiting = [n for c in disruption.validating.values() for n in c.names]
+            return waiting if len(disruption.validating) == 2 else None
+
+        waiting = await harness.eventually(waiting_together, "two commands waiting", wait_s=60)
+        assert len(set(waiting)) == 2  # each command its own node
+        assert not disruption.queue.inflight  # neither started before its wait was over
+
+        async def finished() -> bool:
+            for pool in pools:  # play the node agent for the replacements
+                await _agent_ready(kube, pool)
+            return len(disruption.queue.executed) == 2 and not disruption.validating
+
+        await harness.eventually(finished, "both commands carried out", wait_s=90)
+        for pool, ns in zip(pools, spaces, strict=True):
+            settled = await harness.eventually(partial(_settled, kube, pool, ns, 1), "replaced")
+            assert codec.name(settled) not in waiting
             await harness.cleanup(kube, pool, ns)
 
 

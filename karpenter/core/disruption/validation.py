@@ -12,7 +12,8 @@ judged again, with replacements priced on the fresh snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import replace
 
 from karpenter.core.disruption import repack
 from karpenter.core.disruption.candidates import Candidate, SurveyMemo
@@ -26,9 +27,11 @@ from karpenter.core.disruption.commands import (
 from karpenter.core.disruption.consolidation import consolidate
 from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.ranking import consolidatable
+from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.nodepool import REASON_EMPTY, REASON_UNDERUTILIZED
 from karpenter.core.provisioning.build import Reuse
+from karpenter.core.scheduling.taints import Taint
 
 VALIDATED = frozenset({METHOD_EMPTINESS, METHOD_MULTI, METHOD_REPACK, METHOD_SINGLE})
 
@@ -83,3 +86,24 @@ def revalidate(
     if len(judged.replacements) != len(command.replacements):
         return None
     return judged
+
+
+def as_in_flight(cluster: Cluster, nodes: Collection[str]) -> Cluster:
+    """``cluster`` with ``nodes`` marked as a started command marks them (the disrupted taint).
+
+    Commands still in their validation wait hold their nodes exactly as commands in flight do:
+    a decision taken meanwhile neither picks those nodes again nor counts on their room (their
+    pods are rescheduled in its what-ifs), and the budgets count them as disrupting. So the
+    controller can decide the next command during one's wait instead of after it, and every
+    command it starts was judged with all the others it starts beside it.
+    """
+    if not nodes:
+        return cluster
+    mark = Taint(lbl.TAINT_DISRUPTED, "NoSchedule")
+    marked = tuple(
+        replace(n, taints=(*n.taints, mark))
+        if n.name in nodes and all(t.key != lbl.TAINT_DISRUPTED for t in n.taints)
+        else n
+        for n in cluster.nodes
+    )
+    return replace(cluster, nodes=marked)
