@@ -14,7 +14,6 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from karpenter.api.errors import DecodeError
-from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import DaemonSet
 from karpenter.core.model.node import Node
@@ -475,24 +474,9 @@ def pod(obj: Obj) -> Pod:
         unschedulable_condition=_unschedulable(status),
         awaiting_scheduler=_awaiting_scheduler(status, map_of(obj.get("spec"), "spec")),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
-        nominated_by_karpenter=_nominated_by_karpenter(meta, status),
         ready=_condition(status, "Ready", default=False),
         **pod_spec(map_of(obj.get("spec"), "spec"), "spec"),
     )
-
-
-def _nominated_by_karpenter(meta: Obj, status: Obj) -> bool:
-    """The pod's nominatedNodeName was last written by this controller (its managedFields
-    entry owns the field; the informer keeps just the entries that own it)."""
-    if not status.get("nominatedNodeName"):
-        return False
-    for entry in _list(meta.get("managedFields"), "metadata.managedFields"):
-        if not isinstance(entry, Mapping) or entry.get("manager") != lbl.FIELD_MANAGER:
-            continue
-        owned = (entry.get("fieldsV1") or {}).get("f:status")
-        if isinstance(owned, Mapping) and "f:nominatedNodeName" in owned:
-            return True
-    return False
 
 
 def _condition(status: Obj, kind: str, *, default: bool) -> bool:

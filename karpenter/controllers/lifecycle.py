@@ -33,7 +33,7 @@ from karpenter.cloud.provider import (
     InsufficientCapacityError,
     NodeClassNotReadyError,
 )
-from karpenter.controllers import conditions, nomination
+from karpenter.controllers import conditions
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
@@ -311,10 +311,6 @@ class Lifecycle(Controller):
         after = {**node, "spec": {**(node.get("spec") or {}), "taints": taints}}
         if _not_initialized(after, claim) == ("", ""):
             labels[lbl.INITIALIZED] = "true"
-            # this write makes the Node schedulable: its planned pods are nominated first
-            await nomination.nominate(
-                self.kube, self.state, claim.name, codec.name(node), self.clock.now(), self._log
-            )
         # A JSON patch that locks only what it replaces whole (taints, owner references,
         # finalizers: a ``test`` of each list as read) and sets labels one by one: another
         # writer's change to those lists (a CNI agent removing its taint) fails the patch and
@@ -357,10 +353,6 @@ class Lifecycle(Controller):
             return None
         labels = codec.meta(node).get("labels") or {}
         if labels.get(lbl.INITIALIZED) != "true":
-            # the startup taints are gone: the Node takes pods from now on
-            await nomination.nominate(
-                self.kube, self.state, claim.name, codec.name(node), now, self._log
-            )
             patched = await self.kube.merge_patch(
                 NODES, codec.name(node), {"metadata": {"labels": {lbl.INITIALIZED: "true"}}}
             )

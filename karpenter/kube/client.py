@@ -273,17 +273,13 @@ class KubeClient:
         patch: Mapping[str, Any],
         namespace: str | None = None,
         subresource: str = "",
-        field_manager: str = "",
     ) -> Obj:
-        """JSON merge patch (RFC 7386); lists are replaced whole. ``field_manager`` names the
-        writer in the object's managedFields (the apiserver derives one from the user agent
-        otherwise)."""
+        """JSON merge patch (RFC 7386); lists are replaced whole."""
         return await self._json(
             "PATCH",
             res.path(namespace, name, subresource),
             body=dict(patch),
             content_type=MERGE_PATCH,
-            query=(("fieldManager", field_manager),) if field_manager else (),
         )
 
     async def json_patch(

@@ -9,9 +9,7 @@ may have been missed while the connection was down. The sink sees a relist as on
 ``replace`` call, so it can tell deletions that happened while disconnected.
 
 Objects reach the sink without ``metadata.managedFields`` (server-side-apply bookkeeping,
-about half of a pod's JSON that nothing here reads), as upstream's informer cache strips them,
-but for the entries that own a pending pod's ``status.nominatedNodeName``: who nominated it
-(the kube-scheduler preempting, or this controller) decides whether the pod is provisioned.
+about half of a pod's JSON that nothing here reads), as upstream's informer cache strips them.
 """
 
 from __future__ import annotations
@@ -89,7 +87,7 @@ class Informer:
     async def _list(self) -> str:
         objects, version = await self.client.list(self.resource)
         for obj in objects:
-            strip(obj)
+            _strip(obj)
         self.relists += 1
         self.sink.replace(objects)
         self.synced.set()
@@ -102,23 +100,11 @@ class Informer:
                     meta = event.object.get("metadata") or {}
                     version = str(meta.get("resourceVersion") or version)
                     if event.type != "BOOKMARK":
-                        strip(event.object)
+                        _strip(event.object)
                         self.sink.apply(event.type, event.object)
 
 
-def strip(obj: Obj) -> None:
-    """Drop ``obj``'s managedFields in place, but for the entries owning a set nomination."""
+def _strip(obj: Obj) -> None:
     meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return
-    fields = meta.pop("managedFields", None)
-    status = obj.get("status")
-    if isinstance(fields, list) and isinstance(status, dict) and status.get("nominatedNodeName"):
-        owners = [f for f in fields if isinstance(f, dict) and _owns_nomination(f)]
-        if owners:
-            meta["managedFields"] = owners
-
-
-def _owns_nomination(entry: Obj) -> bool:
-    status = (entry.get("fieldsV1") or {}).get("f:status")
-    return isinstance(status, dict) and "f:nominatedNodeName" in status
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)

@@ -152,11 +152,10 @@ def awaits_scheduler(pod: Pod) -> bool:
 
 
 def _pending_workload(pod: Pod) -> bool:
-    """Unbound, not preempting, not a DaemonSet or mirror pod, still alive (a nomination of
-    this controller's own is no preemption: the pass puts the pod back on its node first)."""
+    """Unbound, not preempting, not a DaemonSet or mirror pod, still alive."""
     return (
         not pod.node_name
-        and (not pod.nominated_node_name or pod.nominated_by_karpenter)
+        and not pod.nominated_node_name
         and not pod.is_daemonset_pod()
         and not pod.is_mirror_pod()
         and pod.is_active()

@@ -9,7 +9,6 @@ import pytest
 from karpenter.api import capacitybuffer
 from karpenter.core import buffers
 from karpenter.core.catalogs.fake import fake_instance_types
-from karpenter.kube.informers import strip
 from karpenter.state.cluster import ClusterState, is_provisionable
 
 
@@ -107,14 +106,11 @@ def test_objects_that_do_not_decode_are_kept_out_of_values() -> None:
         pytest.param({"daemonset": True}, False, id="daemonset-pod"),
         pytest.param({"mirror": True}, False, id="mirror-pod"),
         pytest.param({"nominated": "n2"}, False, id="preempting"),
-        pytest.param({"nominated": "n2", "by": "kube-scheduler"}, False, id="scheduler-nominated"),
-        pytest.param({"nominated": "n2", "by": "karpenter"}, True, id="karpenter-nominated"),
         pytest.param({"deleting": True}, False, id="deleting"),
     ],
 )
 def test_provisionable_pods(changes: dict[str, Any], expected: bool) -> None:
-    """Upstream's IsProvisionable: Unschedulable, unbound, not nominated (but by Karpenter's
-    own field manager, which is no preemption), not DS/mirror."""
+    """Upstream's IsProvisionable: Unschedulable, unbound, not nominated, not DS/mirror."""
     spec = {"nodeName": changes["nodeName"]} if "nodeName" in changes else {}
     obj = _pod("p", 1, unschedulable=changes.get("unschedulable", True), **spec)
     if changes.get("daemonset"):
@@ -125,8 +121,6 @@ def test_provisionable_pods(changes: dict[str, Any], expected: bool) -> None:
         obj["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "x"}
     if "nominated" in changes:
         obj["status"]["nominatedNodeName"] = changes["nominated"]
-    if "by" in changes:
-        obj["metadata"]["managedFields"] = [_nomination_owner(changes["by"])]
     if changes.get("deleting"):
         obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     state = ClusterState()
@@ -246,30 +240,3 @@ def test_capacity_buffer_virtual_pods_reach_the_snapshot_and_tell_listeners() ->
     assert state.virtual_pods.set("ns/a", ())
     assert state.virtual_pods.of("ns/a") == ()
     assert [p.name for p in state.snapshot({}).virtual_pods] == ["capacity-buffer-b-1"]
-
-
-def _nomination_owner(manager: str) -> dict[str, Any]:
-    return {
-        "manager": manager,
-        "operation": "Update",
-        "subresource": "status",
-        "fieldsV1": {"f:status": {"f:nominatedNodeName": {}}},
-    }
-
-
-def test_informer_keeps_only_the_managed_fields_that_own_a_nomination() -> None:
-    """managedFields are dropped, but for the entries owning a set nominatedNodeName."""
-    other = {"manager": "kubelet", "fieldsV1": {"f:status": {"f:phase": {}}}}
-    nominated = _pod("p", 1)
-    nominated["status"]["nominatedNodeName"] = "n1"
-    nominated["metadata"]["managedFields"] = [other, _nomination_owner("karpenter")]
-    plain = _pod("q", 1)
-    plain["metadata"]["managedFields"] = [other, _nomination_owner("karpenter")]
-    strip(nominated)
-    strip(plain)
-    assert nominated["metadata"]["managedFields"] == [_nomination_owner("karpenter")]
-    assert "managedFields" not in plain["metadata"]  # no nomination set: nothing kept
-    state = ClusterState()
-    state.pods.apply("ADDED", nominated)
-    state.pods.apply("ADDED", plain)
-    assert [p.nominated_by_karpenter for p in state.pods.values()] == [True, False]

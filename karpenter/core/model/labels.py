@@ -72,8 +72,3 @@ def is_restricted(key: str, well_known: frozenset[str] = WELL_KNOWN_LABELS) -> b
         return key in RESTRICTED_LABELS
     domain = label_domain(key)
     return any(domain == d or domain.endswith("." + d) for d in RESTRICTED_DOMAINS)
-
-
-# The field manager of this controller's pod nominations (``status.nominatedNodeName``), by
-# which a restarted controller tells them from the kube-scheduler's preemption nominations.
-FIELD_MANAGER = "karpenter"

@@ -117,10 +117,6 @@ class Pod:
     # the default scheduler (whose filters the core models) is the one that will judge it.
     awaiting_scheduler: bool = False
     nominated_node_name: str = ""
-    # The nomination is this controller's (it told the kube-scheduler where the provisioner
-    # planned the pod), not a preemption's: such a pod is still provisioned for, back on its
-    # nominated node first.
-    nominated_by_karpenter: bool = False
     ready: bool = False
 
     @property
