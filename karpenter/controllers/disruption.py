@@ -14,9 +14,10 @@ counted against budgets, their pods rescheduled in every what-if).
 
 Unlike upstream, the wait does not stop the deciding: a command waiting out its validation holds
 its nodes as a started one does (``validation.as_in_flight``: every other decision and
-validation sees them marked), and the next decision follows at once. Upstream's single-node
-consolidation spends one wait per node it removes; here the commands of a pass's worth of nodes,
-within the budgets, wait together, and each was judged with all the others beside it.
+validation of a later command sees them marked), and the next decision follows at once.
+Upstream's single-node consolidation spends one wait per node it removes; here the commands of a
+pass's worth of nodes, within the budgets, wait together, and each is judged (and judged again)
+with every command decided before it counted as moving.
 
 The decision runs in a worker thread, so the event loop (watches, probes, Lease renewals) keeps
 running during a long pass, and each consolidation search has a time budget (upstream's: one
@@ -146,9 +147,12 @@ class Disruption(Controller):
                     await self.clock.sleep(self.poll_s)
                 last = names
 
-    async def _snapshot(self, waiting: Command | None = None) -> tuple[Cluster, float]:
-        """The cluster now, the nodes of every command in its validation wait (but
-        ``waiting``'s own) marked as in flight."""
+    async def _snapshot(self, before: int | None = None) -> tuple[Cluster, float]:
+        """The cluster now, the nodes of the commands in their validation wait marked as in
+        flight: all of them for a decision, those decided before it (``before``: its token)
+        when a waiting command is judged again. A later command was decided with this one's
+        pods counted as moving, so it takes care of their room; were its pods counted here as
+        well (and moved first), this one could fail against a packing order, not the room."""
         pools = self.state.active_nodepools()
         types = await instance_types(
             self.cloud, self.state, pools, self.clock.now(), self.options, self._log
@@ -156,8 +160,8 @@ class Disruption(Controller):
         now = self.clock.now()
         marked = {
             node
-            for command in self.validating.values()
-            if command is not waiting
+            for token, command in self.validating.items()
+            if before is None or token < before
             for node in _node_names(command)
         }
         return as_in_flight(self.state.snapshot(types, now), marked), now
@@ -192,10 +196,10 @@ class Disruption(Controller):
             ).inc()
         return command
 
-    async def _revalidate(self, command: Command) -> Command | None:
+    async def _revalidate(self, token: int, command: Command) -> Command | None:
         """``command`` judged again on a fresh snapshot (``core.disruption.validation``)."""
         async with self._core:
-            cluster, now = await self._snapshot(waiting=command)
+            cluster, now = await self._snapshot(before=token)
             held = self.queue.held()
 
             def run() -> Command | None:
@@ -253,7 +257,7 @@ class Disruption(Controller):
         try:
             await self.clock.sleep(self.validation_s)
             if self.state.synced():
-                again = await self._revalidate(command)
+                again = await self._revalidate(token, command)
         except (errors.ApiError, OSError) as err:
             log.warning("disruption command validation failed", error=str(err))
         finally:
