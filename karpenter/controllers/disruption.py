@@ -12,12 +12,14 @@ command when its replacements are up, so several commands are in flight at once;
 in-flight commands carry the disrupted taint, which the core reads as in flight (not candidates,
 counted against budgets, their pods rescheduled in every what-if).
 
-Unlike upstream, the wait does not stop the deciding: a command waiting out its validation holds
-its nodes as a started one does (``validation.as_in_flight``: every other decision and
-validation of a later command sees them marked), and the next decision follows at once.
-Upstream's single-node consolidation spends one wait per node it removes; here the commands of a
-pass's worth of nodes, within the budgets, wait together, and each is judged (and judged again)
-with every command decided before it counted as moving.
+Unlike upstream, one wait serves a round of commands: a command waiting out its validation holds
+its nodes as a started one does (``validation.as_in_flight``), and the next decision follows at
+once, until a pass finds nothing more (or the round's first command has waited a whole
+``validation_s``). Then every command of the round is judged again in decision order, with the
+ones before it that still hold marked, and those that hold start together. Upstream's
+single-node consolidation spends one wait per node it removes; here a round takes as many nodes
+as the budgets allow, each command judged with every command decided before it counted as
+moving.
 
 The decision runs in a worker thread, so the event loop (watches, probes, Lease renewals) keeps
 running during a long pass, and each consolidation search has a time budget (upstream's: one
@@ -32,7 +34,6 @@ controller does; the provisioner finds capacity for the evicted pods.
 from __future__ import annotations
 
 import anyio
-import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
@@ -108,11 +109,9 @@ class Disruption(Controller):
         self._budgets = (multi_budget_s, single_budget_s)
         self._resume = Resume()  # where a cut-short single-node walk goes on
         self.unsynced = False  # the last pass waited for the mirror (retried in a second)
-        self.validating: dict[int, Command] = {}  # commands in their validation wait
+        self.validating: dict[int, Command] = {}  # this round's commands, in decision order
         self._tokens = 0
-        # Reuse and SurveyMemo serve one core computation at a time (decision or validation)
-        self._core = anyio.Lock()
-        self._waits: anyio.abc.TaskGroup | None = None  # where validation waits run
+        self._round = (0.0, 0.0)  # when the round's first and last commands were decided
 
     @property
     def executed(self) -> list[Command]:
@@ -125,17 +124,21 @@ class Disruption(Controller):
         once, as upstream requeues immediately: the started command's nodes are held, so the
         next pass looks at the rest (a drift of 300 nodes is not 300 polls of 10 s)."""
         async with anyio.create_task_group() as tg:
-            self._waits = tg
             tg.start_soon(self.queue.run)
             last: frozenset[str] = frozenset()
             while True:
-                started: Command | None = None
+                handed: Command | None = None
+                carried = False
                 try:
-                    started = await self.reconcile()
+                    handed = await self.reconcile()
+                    nothing_more = handed is None and not self.unsynced
+                    if self.validating and (nothing_more or self._round_due()):
+                        await self.carry_out()
+                        carried = True
                 except (errors.ApiError, OSError) as err:
                     self._log.warning("disruption pass failed", error=str(err))
-                names = frozenset(started.names) if started is not None else frozenset()
-                if names and names != last:
+                names = frozenset(handed.names) if handed is not None else frozenset()
+                if carried or (names and names != last):
                     await anyio.lowlevel.checkpoint()
                 elif self.unsynced:
                     # upstream requeues in a second while the cluster is not synced (a launch
@@ -146,6 +149,11 @@ class Disruption(Controller):
                     # nothing must not spin the loop): wait for the next poll
                     await self.clock.sleep(self.poll_s)
                 last = names
+
+    def _round_due(self) -> bool:
+        """The round has been gathering commands for a whole validation wait: its first
+        command waits no longer for the others."""
+        return self.clock.now() - self._round[0] >= self.validation_s
 
     async def _snapshot(self, before: int | None = None) -> tuple[Cluster, float]:
         """The cluster now, the nodes of the commands in their validation wait marked as in
@@ -167,10 +175,6 @@ class Disruption(Controller):
         return as_in_flight(self.state.snapshot(types, now), marked), now
 
     async def _decide(self) -> Command | None:
-        async with self._core:
-            return await self._decide_now()
-
-    async def _decide_now(self) -> Command | None:
         cluster, now = await self._snapshot()
         held = self.queue.held()
         bound = ClockBound(self.clock, *self._budgets)
@@ -198,25 +202,25 @@ class Disruption(Controller):
 
     async def _revalidate(self, token: int, command: Command) -> Command | None:
         """``command`` judged again on a fresh snapshot (``core.disruption.validation``)."""
-        async with self._core:
-            cluster, now = await self._snapshot(before=token)
-            held = self.queue.held()
+        cluster, now = await self._snapshot(before=token)
+        held = self.queue.held()
 
-            def run() -> Command | None:
-                return revalidate(
-                    cluster,
-                    self.options,
-                    now,
-                    command,
-                    reuse=self._reuse,
-                    survey_memo=self._memo,
-                    held=held,
-                )
+        def run() -> Command | None:
+            return revalidate(
+                cluster,
+                self.options,
+                now,
+                command,
+                reuse=self._reuse,
+                survey_memo=self._memo,
+                held=held,
+            )
 
-            return await anyio.to_thread.run_sync(run)
+        return await anyio.to_thread.run_sync(run)
 
     async def reconcile(self) -> Command | None:
-        """One pass: the command started or waiting out its validation, or None."""
+        """One pass: the command started, or added to the round waiting out its validation, or
+        None."""
         self.unsynced = not (
             self.state.synced() and self.queue.adopted and self.state.virtual_pods.warm
         )
@@ -241,38 +245,58 @@ class Disruption(Controller):
             return command if await self._start(command) else None
         self._tokens += 1
         self.validating[self._tokens] = command
-        if self._waits is None:  # driven pass by pass (no run loop): wait here
-            await self._validate(self._tokens, command)
-        else:
-            self._waits.start_soon(self._validate, self._tokens, command)
+        first = self._round[0] if len(self.validating) > 1 else now
+        self._round = (first, self.clock.now())
         return command
 
-    async def _validate(self, token: int, command: Command) -> None:
-        """Wait, judge ``command`` again, start it if it still holds; its nodes stay marked for
-        every other decision until the queue holds them or the command is dropped."""
-        log = self._log.bind(
-            reason=command.reason, method=command.method, nodes=list(command.names)
-        )
-        again: Command | None = None
+    async def carry_out(self) -> list[Command]:
+        """The round's end: once its last command was decided ``validation_s`` ago, judge every
+        command again in decision order (with the ones before it that still hold marked) and
+        start those that hold, all judged before any starts. A started command's replacements
+        join the cluster uninitialized, and a command judged after that would be refused for
+        pods that would land on them, though it was decided (and is sound) without them."""
+        holding: list[Command] = []
         try:
-            await self.clock.sleep(self.validation_s)
-            if self.state.synced():
-                again = await self._revalidate(token, command)
-        except (errors.ApiError, OSError) as err:
-            log.warning("disruption command validation failed", error=str(err))
+            wait = self._round[1] + self.validation_s - self.clock.now()
+            if wait > 0:
+                await self.clock.sleep(wait)
+            synced = await self._synced_within(self.validation_s)
+            for token in sorted(self.validating):
+                command = self.validating[token]
+                again = await self._revalidate(token, command) if synced else None
+                if again is None:
+                    del self.validating[token]
+                    self._invalid(command)
+                else:
+                    self.validating[token] = again
+                    holding.append(again)
         finally:
-            # the queue marks a started command's nodes before its first await, so they are
-            # never unheld in between; a dropped command's nodes are candidates again, and a
-            # pass that found nothing while they were marked must not be trusted
-            self.validating.pop(token, None)
+            # whatever happens, the round is over: a dropped command's nodes are candidates
+            # again, and a pass that found nothing while they were marked must not be trusted
+            self.validating.clear()
             self._quiet = None
-        if again is None:
-            log.info("disruption command no longer valid after the validation wait")
-            self.metrics.voluntary_disruption_validation_failures.labels(
-                consolidation_type=CONSOLIDATION_TYPE[command.method]
-            ).inc()
-            return
-        await self._start(again)
+        return [command for command in holding if await self._start(command)]
+
+    async def _synced_within(self, seconds: float) -> bool:
+        """Wait (a second at a time, as upstream requeues) for the mirror to hold every launch
+        in flight: a command is judged on a synced cluster or not at all."""
+        deadline = self.clock.now() + seconds
+        while not self.state.synced():
+            if self.clock.now() >= deadline:
+                return False
+            await self.clock.sleep(SYNC_RETRY_S)
+        return True
+
+    def _invalid(self, command: Command) -> None:
+        self._log.info(
+            "disruption command no longer valid after the validation wait",
+            reason=command.reason,
+            method=command.method,
+            nodes=list(command.names),
+        )
+        self.metrics.voluntary_disruption_validation_failures.labels(
+            consolidation_type=CONSOLIDATION_TYPE[command.method]
+        ).inc()
 
     async def _start(self, command: Command) -> bool:
         if command.method == METHOD_EXPIRATION:
