@@ -171,24 +171,42 @@ def verdict(ps: DisruptionPass, candidates: Sequence[Candidate], residual: res.R
     the spot rule holds for any positive residual.
     """
     residual = {k: v for k, v in residual.items() if v > 0}
-    if not residual:
-        return ""
-    floor = _cheapest_holding(ps, residual)
-    from karpenter.core.disruption import split  # noqa: PLC0415 - split imports consolidation
-
-    if split.worth_trying(ps, candidates, residual, floor):
-        return ""
-    if floor is None:
+    found = _decision(ps, candidates, residual)
+    if found == _NO_TYPE:
         return (
             f"TooManyReplacements: the other nodes lack room for {res.describe(residual)} of"
             " the pods and no instance type holds that much"
         )
+    if found == _NOT_CHEAPER:
+        return (
+            f"NotCheaper: the other nodes lack room for {res.describe(residual)} of the pods and"
+            " no instance type that holds it is cheaper"
+        )
+    return SPOT_TO_SPOT_DISABLED if found == _SPOT else ""
+
+
+def refuses(ps: DisruptionPass, candidates: Sequence[Candidate], residual: res.Resources) -> bool:
+    """``bool(verdict(...))`` without writing the message (the memo's rechecks ask this)."""
+    return _decision(ps, candidates, {k: v for k, v in residual.items() if v > 0}) != _UNSURE
+
+
+_UNSURE, _NO_TYPE, _NOT_CHEAPER, _SPOT = range(4)
+
+
+def _decision(ps: DisruptionPass, candidates: Sequence[Candidate], residual: res.Resources) -> int:
+    """``verdict``'s answer as a code (``residual``: positive values only)."""
+    if not residual:
+        return _UNSURE
+    floor = _cheapest_holding(ps, residual)
+    from karpenter.core.disruption import split  # noqa: PLC0415 - split imports consolidation
+
+    if split.worth_trying(ps, candidates, residual, floor):
+        return _UNSURE
+    if floor is None:
+        return _NO_TYPE
     if floor < sum(c.price for c in candidates):
-        return SPOT_TO_SPOT_DISABLED if _spot_only(ps, candidates) else ""
-    return (
-        f"NotCheaper: the other nodes lack room for {res.describe(residual)} of the pods and"
-        " no instance type that holds it is cheaper"
-    )
+        return _SPOT if _spot_only(ps, candidates) else _UNSURE
+    return _NOT_CHEAPER
 
 
 def _free_to_go_anywhere(pod: Pod) -> bool:

@@ -48,7 +48,7 @@ from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import Command, NoOp
 from karpenter.core.disruption.consolidation import consolidate
 from karpenter.core.disruption.context import DisruptionPass
-from karpenter.core.disruption.prefilter import Assessment, assess, verdict
+from karpenter.core.disruption.prefilter import Assessment, assess, refuses
 from karpenter.core.disruption.simulation import OUTCOMES, Outcome, unconstrained
 from karpenter.core.model import resources as res
 from karpenter.core.provisioning.existing import StateNode
@@ -167,7 +167,7 @@ class VerdictMemo:
             (housed if any(room_for(r, room) for room in rooms) else kept).append(r)
         spill = res.floor_zero(res.subtract(res.add(*housed), res.add(*rooms)))
         bound = res.maximum((e.excess, res.add(*kept, spill)))
-        if not verdict(ps, candidates, bound):
+        if not refuses(ps, candidates, bound):
             return False
         e.kept, e.housed_fit, e.pending = kept, not any(spill.values()), False
         e.splits = _prefilter_splits(ps, candidates, bound)
@@ -187,9 +187,9 @@ class VerdictMemo:
         excess = found.excess
         totals = ps.cache["free"]["__total__"]
         marks = {k: totals.get(k, 0) for k, v in excess.items() if v > 0}
-        if verdict(ps, candidates, res.add(*homeless)):
+        if refuses(ps, candidates, res.add(*homeless)):
             marks, excess = {}, {}  # the homeless pods alone settle it
-        elif verdict(ps, candidates, excess):
+        elif refuses(ps, candidates, excess):
             homeless = []  # the excess alone settles it
         reach = {_shape(r): FAR for r in homeless}
         bound = res.maximum((excess, res.add(*homeless)))

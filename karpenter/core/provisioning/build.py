@@ -177,10 +177,11 @@ class PassContext:
         pod = work.pod
         topo = self.topology
         owned = []
-        node_filter = work.node_filter()
-        for tsc in work.spreads:
-            group = topo.spread_group(pod, tsc, node_filter)
-            owned.append((group, group.selects(pod)))
+        if work.spreads:  # the filter is only read by spreads (built per call: not cheap)
+            node_filter = work.node_filter()
+            for tsc in work.spreads:
+                group = topo.spread_group(pod, tsc, node_filter)
+                owned.append((group, group.selects(pod)))
         affinity = [*pod.required_affinity, *(w.term for w in work.preferred_affinity)]
         for term in affinity:
             group = topo.term_group(pod, term, AFFINITY)

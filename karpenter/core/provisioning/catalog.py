@@ -60,6 +60,10 @@ class Priced:
         return Priced(tuple((i, o) for _, i, o in ranked), tuple(usable))
 
 
+# The first types of a mask by price (type index, offering), and their capacity types.
+Cheapest = tuple[tuple[tuple[int, Offering], ...], frozenset[str]]
+
+
 @dataclass(frozen=True, slots=True)
 class _Threshold:
     values: list[int]
@@ -98,6 +102,7 @@ class Catalog:
         self._thresholds: dict[str, _Threshold] = {}
         self._pairs: dict[tuple[str, str], int] = {}
         self._priced: dict[tuple[Requirement, Requirement], Priced] = {}
+        self._cheapest: dict[tuple[Requirement, Requirement, int, int], Cheapest] = {}
         # Empty for almost every pool, which keeps reservation checks off the hot path.
         self.reserved = reservations.reserved_offerings(self.types)
         for index, it in enumerate(self.types):
@@ -169,6 +174,25 @@ class Catalog:
         if cached is None:
             cached = Priced.build(self.types, zone, ctype)
             self._priced[(zone, ctype)] = cached
+        return cached
+
+    def cheapest(self, reqs: Requirements, mask: int, limit: int) -> Cheapest:
+        """The first ``limit`` types of ``mask`` in ``priced(reqs)`` order, with the capacity
+        types they may launch as (memoized: every what-if of a plan asks it again)."""
+        zone = reqs.get(lbl.ZONE, _ANY)
+        ctype = reqs.get(lbl.CAPACITY_TYPE, _ANY)
+        key = (zone, ctype, mask, limit)
+        cached = self._cheapest.get(key)
+        if cached is None:
+            priced = self.priced(reqs)
+            out: list[tuple[int, Offering]] = []
+            for index, offer in priced.order:  # one entry per type
+                if mask >> index & 1:
+                    out.append((index, offer))
+                    if len(out) == limit:
+                        break
+            ctypes = frozenset().union(*(priced.capacity_types[i] for i, _ in out))
+            cached = self._cheapest[key] = (tuple(out), ctypes)
         return cached
 
     def fits(self, requests: Resources) -> int:

@@ -156,10 +156,8 @@ def _options(ctx: PassContext, claim: Claim) -> _Options:
     reqs = claim.requirements
     if catalog.reserved:
         reqs = reqs.intersect(Requirements((_NOT_RESERVED,)))
-    priced = catalog.priced(reqs)
-    truncated = _truncate(claim, priced.order, limit)
-    ctypes = frozenset().union(*(priced.capacity_types[i] for i, _ in truncated))
-    return truncated, [Requirement(lbl.CAPACITY_TYPE, False, ctypes)]
+    truncated, ctypes = catalog.cheapest(reqs, claim.mask, limit)
+    return list(truncated), [Requirement(lbl.CAPACITY_TYPE, False, ctypes)]
 
 
 _NOT_RESERVED = Requirement(lbl.CAPACITY_TYPE, True, frozenset((lbl.CAPACITY_TYPE_RESERVED,)))
