@@ -60,8 +60,14 @@ class Priced:
         return Priced(tuple((i, o) for _, i, o in ranked), tuple(usable))
 
 
-# The first types of a mask by price (type index, offering), and their capacity types.
-Cheapest = tuple[tuple[tuple[int, Offering], ...], frozenset[str]]
+@dataclass(frozen=True, slots=True)
+class Cheapest:
+    """A claim's launch options: the first types of its mask by price."""
+
+    order: tuple[tuple[int, Offering], ...]  # (type index, its cheapest usable offering)
+    types: tuple[InstanceType, ...]
+    capacity_types: frozenset[str]  # what they may launch as
+    pinned: Requirements  # instance type among them, capacity type among those
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,8 +183,8 @@ class Catalog:
         return cached
 
     def cheapest(self, reqs: Requirements, mask: int, limit: int) -> Cheapest:
-        """The first ``limit`` types of ``mask`` in ``priced(reqs)`` order, with the capacity
-        types they may launch as (memoized: every what-if of a plan asks it again)."""
+        """The first ``limit`` types of ``mask`` in ``priced(reqs)`` order, their types, and
+        the requirements that pin a launch to them (memoized: every what-if of a plan asks)."""
         zone = reqs.get(lbl.ZONE, _ANY)
         ctype = reqs.get(lbl.CAPACITY_TYPE, _ANY)
         key = (zone, ctype, mask, limit)
@@ -192,7 +198,14 @@ class Catalog:
                     if len(out) == limit:
                         break
             ctypes = frozenset().union(*(priced.capacity_types[i] for i, _ in out))
-            cached = self._cheapest[key] = (tuple(out), ctypes)
+            kept = tuple(self.types[i] for i, _ in out)
+            pins = Requirements(
+                (
+                    Requirement(lbl.INSTANCE_TYPE, False, frozenset(it.name for it in kept)),
+                    Requirement(lbl.CAPACITY_TYPE, False, ctypes),
+                )
+            )
+            cached = self._cheapest[key] = Cheapest(tuple(out), kept, ctypes, pins)
         return cached
 
     def fits(self, requests: Resources) -> int:
