@@ -187,12 +187,13 @@ class VerdictMemo:
         excess = found.excess
         totals = ps.cache["free"]["__total__"]
         marks = {k: totals.get(k, 0) for k, v in excess.items() if v > 0}
-        if refuses(ps, candidates, res.add(*homeless)):
+        together = res.add(*homeless)
+        if refuses(ps, candidates, together):
             marks, excess = {}, {}  # the homeless pods alone settle it
         elif refuses(ps, candidates, excess):
-            homeless = []  # the excess alone settles it
+            homeless, together = [], {}  # the excess alone settles it
         reach = {_shape(r): FAR for r in homeless}
-        bound = res.maximum((excess, res.add(*homeless)))
+        bound = res.maximum((excess, together))
         splits = _prefilter_splits(ps, candidates, bound)
         self._keep(candidates, NoOp(PREFILTER, found.message), (), reach, marks, splits)
         entry = self._entries[tuple(c.name for c in candidates)]
