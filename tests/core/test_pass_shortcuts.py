@@ -122,7 +122,7 @@ def test_split_bound_answers_as_a_fresh_one() -> None:
     table = [(it.offerings[0].price, it.allocatable) for it in fake_instance_types(64)]
     kept = WholeNodes(table)
     rng = random.Random(9)
-    questions = []
+    questions: list[tuple[dict[str, int], float]] = []
     for _ in range(300):
         if questions and rng.random() < 0.4:
             requests, budget = questions[-1]  # the same question twice in a row
@@ -186,9 +186,7 @@ def test_free_index_block_summaries_equal_a_rebuild() -> None:
     assert shrank > 500
 
 
-def _plain_walk(
-    index: CandidateIndex, known: dict[str, bool], splits_left: bool
-) -> list[str]:
+def _plain_walk(index: CandidateIndex, known: dict[str, bool], splits_left: bool) -> list[str]:
     """The walk an index told only the final answers gives (filed once each, from scratch)."""
     fresh = CandidateIndex(list(index.ranked()), ())
     for name, awaits in known.items():
@@ -216,6 +214,6 @@ def test_candidate_index_walks_as_one_told_only_the_final_answers() -> None:
             known.pop(name, None)
         if rng.random() < 0.05:
             for splits_left in (False, True):
-                walked = [c.name for c in index.round_robin(lambda _: True, lambda s=splits_left: s)]
-                assert walked == _plain_walk(index, known, splits_left)
+                walk = index.round_robin(lambda _: True, (lambda: True) if splits_left else bool)
+                assert [c.name for c in walk] == _plain_walk(index, known, splits_left)
     assert len(names) > 40
