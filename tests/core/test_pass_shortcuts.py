@@ -5,22 +5,27 @@ cheapest types of its mask, kept per catalogue: ``Catalog.cheapest``), the prefi
 where only its truth matters (``prefilter.refuses``, no message written), the split bound's
 answer to the question it was just asked (``WholeNodes.floor``), the free-capacity index's
 block summaries after a node's room shrank (``FreeIndex._shrunk`` recomputes only what the old
-room could have set) and the candidate index's filing when a memo report changes nothing.
+room could have set), the candidate index's filing when a memo report changes nothing, and
+the recheck of a kept prefilter answer when no joined node has room for its homeless pods
+(``VerdictMemo._as_kept``: the residual it was kept with).
 Each is checked here against the plain computation on seeded inputs.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import pytest
 
 from karpenter.core.catalogs.fake import fake_instance_types
 from karpenter.core.disruption import prefilter
-from karpenter.core.disruption.context import new_pass
+from karpenter.core.disruption.candidates import Candidate
+from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.ranking import CandidateIndex
 from karpenter.core.disruption.splitbound import WholeNodes
+from karpenter.core.disruption.verdicts import VerdictMemo, _Entry, _prefilter_splits, room_for
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
@@ -28,6 +33,7 @@ from karpenter.core.provisioning.catalog import Catalog
 from karpenter.core.provisioning.freeindex import _NONE, FreeIndex
 from karpenter.core.scheduling.requirements import Requirement, Requirements
 from tests.core.test_disruption_incremental import NOW, _cluster, _options
+from tests.core.test_disruption_walks import _passes
 from tests.core.test_split_bound import _bench_like
 
 _ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")
@@ -217,3 +223,57 @@ def test_candidate_index_walks_as_one_told_only_the_final_answers() -> None:
                 walk = index.round_robin(lambda _: True, (lambda: True) if splits_left else bool)
                 assert [c.name for c in walk] == _plain_walk(index, known, splits_left)
     assert len(names) > 40
+
+
+def _plain_still(ps: DisruptionPass, candidates: Sequence[Candidate], e: _Entry) -> bool:
+    """The prefilter answer's recheck computed in full (``VerdictMemo._still`` without its
+    shortcut), on the entry given (which it updates as the memo does)."""
+    free = ps.cache["free"]
+    names = [name for name in e.joined if name in free]
+    rooms = [free[name] for name in names]
+    housed = [r for r in e.homeless if any(room_for(r, room) for room in rooms)]
+    kept = [r for r in e.homeless if not any(room_for(r, room) for room in rooms)]
+    spill = res.floor_zero(res.subtract(res.add(*housed), res.add(*rooms)))
+    bound = res.maximum((e.excess, res.add(*kept, spill)))
+    if not prefilter.verdict(ps, candidates, bound):
+        return False
+    e.kept, e.housed_fit, e.pending = kept, not any(spill.values()), False
+    e.splits = _prefilter_splits(ps, candidates, bound)
+    pairs = zip(names, rooms, strict=True)
+    e.joined = [n for n, room in pairs if any(room_for(r, room) for r in housed)]
+    return True
+
+
+def _fields(e: _Entry) -> tuple[object, ...]:
+    return (e.kept, e.housed_fit, e.pending, e.splits, e.joined)
+
+
+def test_prefilter_rechecks_answer_as_computed_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every recheck of a kept prefilter answer after joins (with no joined node left with
+    room for its homeless pods, or with some) answers and updates the entry as the full
+    computation does, through plans on the benchmark's shape of cluster."""
+    real = VerdictMemo._still
+    seen = {"whole": 0, "housed": 0}
+
+    def checked(
+        memo: VerdictMemo, ps: DisruptionPass, candidates: Sequence[Candidate], e: _Entry
+    ) -> bool:
+        plain = replace(e, kept=list(e.kept), joined=list(e.joined))
+        expected = _plain_still(ps, candidates, plain)
+        free = ps.cache["free"]
+        rooms = [free[name] for name in e.joined if name in free]
+        housed = any(room_for(r, room) for r in e.homeless for room in rooms)
+        seen["housed" if housed else "whole"] += 1
+        kept_with = res.maximum((e.excess, res.add(*e.homeless)))  # every homeless pod whole
+        assert e.full_splits == _prefilter_splits(ps, candidates, kept_with)
+        answer = real(memo, ps, candidates, e)
+        assert answer == expected
+        if answer:
+            assert _fields(e) == _fields(plain)
+        return answer
+
+    monkeypatch.setattr(VerdictMemo, "_still", checked)
+    for seed in range(2):
+        for _world, _ps in _passes(_bench_like(seed, nodes=250), Options(), most=300):
+            pass
+    assert seen["whole"] > 20 and seen["housed"] > 5

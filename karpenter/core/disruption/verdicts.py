@@ -108,6 +108,8 @@ class _Entry:
     kept: list[res.Resources] = field(default_factory=list)
     housed_fit: bool = True
     pending: bool = False
+    # ``splits`` for the residual the answer was kept with (every homeless pod whole).
+    full_splits: int = 0
 
 
 @dataclass(slots=True)
@@ -165,6 +167,8 @@ class VerdictMemo:
         kept: list[res.Resources] = []
         for r in e.homeless:
             (housed if any(room_for(r, room) for room in rooms) else kept).append(r)
+        if not housed:
+            return self._as_kept(candidates, e)
         spill = res.floor_zero(res.subtract(res.add(*housed), res.add(*rooms)))
         bound = res.maximum((e.excess, res.add(*kept, spill)))
         if not refuses(ps, candidates, bound):
@@ -177,6 +181,17 @@ class VerdictMemo:
         key = tuple(c.name for c in candidates)
         if len(key) == 1 and self.watcher is not None:
             self.watcher.learned(key[0], e.splits != 0)
+        return True
+
+    def _as_kept(self, candidates: Sequence[Candidate], e: _Entry) -> bool:
+        """``_still`` when no joined node has room for a homeless pod now: every one counts
+        whole, so the residual is the one the answer was kept with, refused then and now (its
+        answer depends on the pass's splits left only where ``full_splits`` says so, and such
+        an entry is checked only once no split is left), with the split dependence it had."""
+        e.kept, e.housed_fit, e.pending = list(e.homeless), True, False
+        e.splits, e.joined = e.full_splits, []
+        if len(candidates) == 1 and self.watcher is not None:
+            self.watcher.learned(candidates[0].name, e.splits != 0)
         return True
 
     def keep_prefilter(
@@ -198,6 +213,7 @@ class VerdictMemo:
         self._keep(candidates, NoOp(PREFILTER, found.message), (), reach, marks, splits)
         entry = self._entries[tuple(c.name for c in candidates)]
         entry.homeless, entry.excess, entry.kept = homeless, excess, homeless
+        entry.full_splits = splits
 
     def keep_whatif(
         self,
