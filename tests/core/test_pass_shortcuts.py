@@ -277,3 +277,38 @@ def test_prefilter_rechecks_answer_as_computed_in_full(monkeypatch: pytest.Monke
         for _world, _ps in _passes(_bench_like(seed, nodes=250), Options(), most=300):
             pass
     assert seen["whole"] > 20 and seen["housed"] > 5
+
+
+def test_cheapest_type_holding_a_residual_is_the_plain_scan() -> None:
+    """The prefilter's cheapest row holding a residual, scanning from the first row whose
+    allocatable (or an earlier row's) reaches every requested amount, is the first row of a
+    plain scan, on price tables whose rows grow in no particular order."""
+    rng = random.Random(11)
+    ps = new_pass(_bench_like(1), Options(), NOW)
+    found = 0
+    for _ in range(30):
+        table = sorted(
+            (
+                rng.uniform(0.1, 50.0),
+                {
+                    res.CPU: rng.randrange(1, 64) * 1000,
+                    res.MEMORY: rng.randrange(1, 256) * 2**30 * 1000,
+                    **(
+                        {"nvidia.com/gpu": rng.randrange(1, 4) * 1000} if rng.random() < 0.2 else {}
+                    ),
+                },
+            )
+            for _ in range(rng.randint(1, 60))
+        )
+        ps.price_table, ps.price_reach = table, None
+        for _ in range(40):
+            requests = {
+                res.CPU: rng.randrange(0, 64) * 1000,
+                res.MEMORY: rng.randrange(0, 256) * 2**30 * 1000,
+                res.PODS: 0,
+                **({"nvidia.com/gpu": rng.randrange(1, 3) * 1000} if rng.random() < 0.1 else {}),
+            }
+            plain = next((p for p, a in table if res.fits(requests, a)), None)
+            assert prefilter._scan(ps, requests) == plain
+            found += plain is not None
+    assert found > 300

@@ -22,6 +22,7 @@ any pod with required anti-affinity constrains where pods go.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -102,10 +103,42 @@ def price_table(ps: DisruptionPass) -> list[tuple[float, dict[str, int]]]:
 
 
 def _scan(ps: DisruptionPass, requests: res.Resources) -> float | None:
-    for price, allocatable in price_table(ps):
+    table = price_table(ps)
+    for price, allocatable in itertools.islice(table, _first_possible(ps, table, requests), None):
         if res.fits(requests, allocatable):
             return price
     return None
+
+
+def _first_possible(
+    ps: DisruptionPass, table: list[tuple[float, dict[str, int]]], requests: res.Resources
+) -> int:
+    """Where in ``table`` the scan for ``requests`` may start: a row before the first one
+    whose allocatable, or an earlier row's, reaches a requested amount holds too little."""
+    if ps.price_reach is None:
+        ps.price_reach = _reach(table)
+    start = 0
+    for name, need in requests.items():
+        if need > 0:
+            reach = ps.price_reach.get(name)
+            if reach is None:
+                return len(table)  # no row has any of it
+            start = max(start, bisect.bisect_left(reach, need))
+    return start
+
+
+def _reach(table: list[tuple[float, dict[str, int]]]) -> dict[str, list[int]]:
+    """Per resource, the largest allocatable among the rows up to each one (non-decreasing)."""
+    names = sorted({name for _, allocatable in table for name in allocatable})
+    out: dict[str, list[int]] = {}
+    for name in names:
+        best = 0
+        rows = []
+        for _, allocatable in table:
+            best = max(best, allocatable.get(name, 0))
+            rows.append(best)
+        out[name] = rows
+    return out
 
 
 _FIRST = 4
