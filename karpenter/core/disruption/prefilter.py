@@ -144,11 +144,14 @@ def _reach(table: list[tuple[float, dict[str, int]]]) -> dict[str, list[int]]:
 _FIRST = 4
 
 
-def _homeless(ps: DisruptionPass, candidates: Sequence[Candidate]) -> list[Resources]:
+def _homeless(
+    ps: DisruptionPass, candidates: Sequence[Candidate]
+) -> tuple[list[Resources], list[Shape]]:
     """Requests of the candidates' pods that no other node has room for, each alone."""
     base = ps.reuse.snapshot(ps.cluster)
     own = {c.name for c in candidates}
     homeless: list[Resources] = []
+    shapes: list[Shape] = []
     for c in candidates:
         for shape, requests in _pods(ps, c)[1]:
             # The first few nodes with room for a request shape, memoized per pass: enough to
@@ -162,7 +165,8 @@ def _homeless(ps: DisruptionPass, candidates: Sequence[Candidate]) -> list[Resou
             # Complete lists answer directly; a prefix longer than ``own`` has another node.
             if all(i in own for i in entry[0]):
                 homeless.append(requests)
-    return homeless
+                shapes.append(shape)
+    return homeless, shapes
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +176,8 @@ class Assessment:
     message: str  # why they cannot consolidate ("" when unsure)
     excess: dict[str, int]  # their requests beyond the free room of every other node
     homeless: list[Resources]  # requests of their pods no other node has room for
+    shapes: list[Shape]  # the same requests as sorted items
+    together: dict[str, int]  # the homeless pods' requests summed
 
 
 def assess(ps: DisruptionPass, candidates: Sequence[Candidate]) -> Assessment:
@@ -183,11 +189,12 @@ def assess(ps: DisruptionPass, candidates: Sequence[Candidate]) -> Assessment:
         elsewhere = res.subtract(elsewhere, free.get(c.name, {}))
         requests = res.add(requests, _pods(ps, c)[0])
     excess = res.floor_zero(res.subtract(requests, elsewhere))
-    homeless = _homeless(ps, candidates)
+    homeless, shapes = _homeless(ps, candidates)
+    together = res.add(*homeless)
     # The replacement must hold both the excess over the room elsewhere and every pod that
     # fits on no other node at all; the larger of the two, per resource, is a lower bound.
-    residual = res.maximum((excess, res.add(*homeless)))
-    return Assessment(verdict(ps, candidates, residual), excess, homeless)
+    residual = res.maximum((excess, together))
+    return Assessment(verdict(ps, candidates, residual), excess, homeless, shapes, together)
 
 
 def cannot_consolidate(ps: DisruptionPass, candidates: Sequence[Candidate]) -> str:

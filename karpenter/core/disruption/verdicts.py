@@ -15,7 +15,9 @@ fresh computation would give it again, and the world (``world``) reports every c
   for count only beyond the joined nodes' room as it is now (the answer is checked again on
   that smaller residual when next asked, and only then: once checked, the answer holds while
   rooms only shrink, and a node that joins with room for none of the pods still counted whole,
-  when the others fit in the joined room already, leaves that residual as it was).
+  when the others fit in the joined room already, leaves that residual as it was). A check
+  that finds no joined node with room for any homeless pod any more (they filled) faces the
+  residual the answer was kept with, so the kept answer is its result.
 - A what-if "no" is the replay of a first-fit pass: each pod goes to the first node in pass
   order that takes it, else to new NodeClaims. The replay is identical while the nodes that
   received pods, and the candidates, are unchanged, and no node joined ahead of where a pod of
@@ -198,16 +200,16 @@ class VerdictMemo:
         self, ps: DisruptionPass, candidates: Sequence[Candidate], found: Assessment
     ) -> None:
         """Keep a prefilter "no", with the bounds it needs (see the module docstring)."""
-        homeless = list(found.homeless)
+        homeless, shapes = list(found.homeless), found.shapes
         excess = found.excess
         totals = ps.cache["free"]["__total__"]
         marks = {k: totals.get(k, 0) for k, v in excess.items() if v > 0}
-        together = res.add(*homeless)
+        together = found.together
         if refuses(ps, candidates, together):
             marks, excess = {}, {}  # the homeless pods alone settle it
         elif refuses(ps, candidates, excess):
-            homeless, together = [], {}  # the excess alone settles it
-        reach = {_shape(r): FAR for r in homeless}
+            homeless, shapes, together = [], [], {}  # the excess alone settles it
+        reach = dict.fromkeys(shapes, FAR)
         bound = res.maximum((excess, together))
         splits = _prefilter_splits(ps, candidates, bound)
         self._keep(candidates, NoOp(PREFILTER, found.message), (), reach, marks, splits)
