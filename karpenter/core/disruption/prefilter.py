@@ -182,19 +182,33 @@ class Assessment:
 
 def assess(ps: DisruptionPass, candidates: Sequence[Candidate]) -> Assessment:
     """Whether consolidating ``candidates`` together cannot work, and the bounds that say so."""
-    free = _free(ps)
-    elsewhere = dict(free["__total__"])
-    requests: dict[str, int] = {}
-    for c in candidates:
-        elsewhere = res.subtract(elsewhere, free.get(c.name, {}))
-        requests = res.add(requests, _pods(ps, c)[0])
-    excess = res.floor_zero(res.subtract(requests, elsewhere))
+    excess = _excess(ps, candidates)
     homeless, shapes = _homeless(ps, candidates)
     together = res.add(*homeless)
     # The replacement must hold both the excess over the room elsewhere and every pod that
     # fits on no other node at all; the larger of the two, per resource, is a lower bound.
     residual = res.maximum((excess, together))
     return Assessment(verdict(ps, candidates, residual), excess, homeless, shapes, together)
+
+
+def _excess(ps: DisruptionPass, candidates: Sequence[Candidate]) -> dict[str, int]:
+    """The candidates' requests beyond the free room of every other node."""
+    free = _free(ps)
+    elsewhere = dict(free["__total__"])
+    requests: dict[str, int] = {}
+    for c in candidates:
+        elsewhere = res.subtract(elsewhere, free.get(c.name, {}))
+        requests = res.add(requests, _pods(ps, c)[0])
+    return res.floor_zero(res.subtract(requests, elsewhere))
+
+
+def short_of_room(ps: DisruptionPass, candidates: Sequence[Candidate]) -> bool:
+    """Whether the candidates' pods need new capacity for certain: their requests exceed the
+    room elsewhere, or one of them fits no other node (``assess``'s bounds, without its
+    verdict)."""
+    return any(v > 0 for v in _excess(ps, candidates).values()) or bool(
+        _homeless(ps, candidates)[0]
+    )
 
 
 def cannot_consolidate(ps: DisruptionPass, candidates: Sequence[Candidate]) -> str:
