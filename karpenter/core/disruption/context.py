@@ -58,6 +58,8 @@ class DisruptionPass:
     cache: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     # (cheapest available price, allocatable) of every instance type, cheapest first.
     price_table: list[tuple[float, dict[str, int]]] | None = None
+    # Per resource, the largest allocatable among the table's rows up to each one.
+    price_reach: dict[str, list[int]] | None = None
     # The cheapest such price per request (sorted items), None when no type holds it.
     holding: dict[tuple[tuple[str, int], ...], float | None] = field(default_factory=dict)
     # Worst launch price per (zone req, capacity-type req), then per instance type identity.

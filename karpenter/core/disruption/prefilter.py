@@ -22,6 +22,7 @@ any pod with required anti-affinity constrains where pods go.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -102,20 +103,55 @@ def price_table(ps: DisruptionPass) -> list[tuple[float, dict[str, int]]]:
 
 
 def _scan(ps: DisruptionPass, requests: res.Resources) -> float | None:
-    for price, allocatable in price_table(ps):
+    table = price_table(ps)
+    for price, allocatable in itertools.islice(table, _first_possible(ps, table, requests), None):
         if res.fits(requests, allocatable):
             return price
     return None
 
 
+def _first_possible(
+    ps: DisruptionPass, table: list[tuple[float, dict[str, int]]], requests: res.Resources
+) -> int:
+    """Where in ``table`` the scan for ``requests`` may start: a row before the first one
+    whose allocatable, or an earlier row's, reaches a requested amount holds too little."""
+    if ps.price_reach is None:
+        ps.price_reach = _reach(table)
+    start = 0
+    for name, need in requests.items():
+        if need > 0:
+            reach = ps.price_reach.get(name)
+            if reach is None:
+                return len(table)  # no row has any of it
+            start = max(start, bisect.bisect_left(reach, need))
+    return start
+
+
+def _reach(table: list[tuple[float, dict[str, int]]]) -> dict[str, list[int]]:
+    """Per resource, the largest allocatable among the rows up to each one (non-decreasing)."""
+    names = sorted({name for _, allocatable in table for name in allocatable})
+    out: dict[str, list[int]] = {}
+    for name in names:
+        best = 0
+        rows = []
+        for _, allocatable in table:
+            best = max(best, allocatable.get(name, 0))
+            rows.append(best)
+        out[name] = rows
+    return out
+
+
 _FIRST = 4
 
 
-def _homeless(ps: DisruptionPass, candidates: Sequence[Candidate]) -> list[Resources]:
+def _homeless(
+    ps: DisruptionPass, candidates: Sequence[Candidate]
+) -> tuple[list[Resources], list[Shape]]:
     """Requests of the candidates' pods that no other node has room for, each alone."""
     base = ps.reuse.snapshot(ps.cluster)
     own = {c.name for c in candidates}
     homeless: list[Resources] = []
+    shapes: list[Shape] = []
     for c in candidates:
         for shape, requests in _pods(ps, c)[1]:
             # The first few nodes with room for a request shape, memoized per pass: enough to
@@ -129,7 +165,8 @@ def _homeless(ps: DisruptionPass, candidates: Sequence[Candidate]) -> list[Resou
             # Complete lists answer directly; a prefix longer than ``own`` has another node.
             if all(i in own for i in entry[0]):
                 homeless.append(requests)
-    return homeless
+                shapes.append(shape)
+    return homeless, shapes
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,22 +176,39 @@ class Assessment:
     message: str  # why they cannot consolidate ("" when unsure)
     excess: dict[str, int]  # their requests beyond the free room of every other node
     homeless: list[Resources]  # requests of their pods no other node has room for
+    shapes: list[Shape]  # the same requests as sorted items
+    together: dict[str, int]  # the homeless pods' requests summed
 
 
 def assess(ps: DisruptionPass, candidates: Sequence[Candidate]) -> Assessment:
     """Whether consolidating ``candidates`` together cannot work, and the bounds that say so."""
+    excess = _excess(ps, candidates)
+    homeless, shapes = _homeless(ps, candidates)
+    together = res.add(*homeless)
+    # The replacement must hold both the excess over the room elsewhere and every pod that
+    # fits on no other node at all; the larger of the two, per resource, is a lower bound.
+    residual = res.maximum((excess, together))
+    return Assessment(verdict(ps, candidates, residual), excess, homeless, shapes, together)
+
+
+def _excess(ps: DisruptionPass, candidates: Sequence[Candidate]) -> dict[str, int]:
+    """The candidates' requests beyond the free room of every other node."""
     free = _free(ps)
     elsewhere = dict(free["__total__"])
     requests: dict[str, int] = {}
     for c in candidates:
         elsewhere = res.subtract(elsewhere, free.get(c.name, {}))
         requests = res.add(requests, _pods(ps, c)[0])
-    excess = res.floor_zero(res.subtract(requests, elsewhere))
-    homeless = _homeless(ps, candidates)
-    # The replacement must hold both the excess over the room elsewhere and every pod that
-    # fits on no other node at all; the larger of the two, per resource, is a lower bound.
-    residual = res.maximum((excess, res.add(*homeless)))
-    return Assessment(verdict(ps, candidates, residual), excess, homeless)
+    return res.floor_zero(res.subtract(requests, elsewhere))
+
+
+def short_of_room(ps: DisruptionPass, candidates: Sequence[Candidate]) -> bool:
+    """Whether the candidates' pods need new capacity for certain: their requests exceed the
+    room elsewhere, or one of them fits no other node (``assess``'s bounds, without its
+    verdict)."""
+    return any(v > 0 for v in _excess(ps, candidates).values()) or bool(
+        _homeless(ps, candidates)[0]
+    )
 
 
 def cannot_consolidate(ps: DisruptionPass, candidates: Sequence[Candidate]) -> str:
@@ -171,24 +225,42 @@ def verdict(ps: DisruptionPass, candidates: Sequence[Candidate], residual: res.R
     the spot rule holds for any positive residual.
     """
     residual = {k: v for k, v in residual.items() if v > 0}
-    if not residual:
-        return ""
-    floor = _cheapest_holding(ps, residual)
-    from karpenter.core.disruption import split  # noqa: PLC0415 - split imports consolidation
-
-    if split.worth_trying(ps, candidates, residual, floor):
-        return ""
-    if floor is None:
+    found = _decision(ps, candidates, residual)
+    if found == _NO_TYPE:
         return (
             f"TooManyReplacements: the other nodes lack room for {res.describe(residual)} of"
             " the pods and no instance type holds that much"
         )
+    if found == _NOT_CHEAPER:
+        return (
+            f"NotCheaper: the other nodes lack room for {res.describe(residual)} of the pods and"
+            " no instance type that holds it is cheaper"
+        )
+    return SPOT_TO_SPOT_DISABLED if found == _SPOT else ""
+
+
+def refuses(ps: DisruptionPass, candidates: Sequence[Candidate], residual: res.Resources) -> bool:
+    """``bool(verdict(...))`` without writing the message (the memo's rechecks ask this)."""
+    return _decision(ps, candidates, {k: v for k, v in residual.items() if v > 0}) != _UNSURE
+
+
+_UNSURE, _NO_TYPE, _NOT_CHEAPER, _SPOT = range(4)
+
+
+def _decision(ps: DisruptionPass, candidates: Sequence[Candidate], residual: res.Resources) -> int:
+    """``verdict``'s answer as a code (``residual``: positive values only)."""
+    if not residual:
+        return _UNSURE
+    floor = _cheapest_holding(ps, residual)
+    from karpenter.core.disruption import split  # noqa: PLC0415 - split imports consolidation
+
+    if split.worth_trying(ps, candidates, residual, floor):
+        return _UNSURE
+    if floor is None:
+        return _NO_TYPE
     if floor < sum(c.price for c in candidates):
-        return SPOT_TO_SPOT_DISABLED if _spot_only(ps, candidates) else ""
-    return (
-        f"NotCheaper: the other nodes lack room for {res.describe(residual)} of the pods and"
-        " no instance type that holds it is cheaper"
-    )
+        return _SPOT if _spot_only(ps, candidates) else _UNSURE
+    return _NOT_CHEAPER
 
 
 def _free_to_go_anywhere(pod: Pod) -> bool:

@@ -157,6 +157,8 @@ class CandidateIndex:
     def learned(self, name: str, awaits_splits: bool) -> None:
         """A single-node answer for ``name`` is kept: walks skip it (once the pass has no
         split left, when the answer depends on that)."""
+        if self._known.get(name) is awaits_splits:
+            return  # filed so already
         self._known[name] = awaits_splits
         c = self._eligible.get(name)
         if c is not None:
@@ -164,7 +166,8 @@ class CandidateIndex:
 
     def forgot(self, name: str) -> None:
         """The kept answer for ``name`` is gone (or must be checked again)."""
-        self._known.pop(name, None)
+        if self._known.pop(name, None) is None:
+            return  # an eligible candidate without a kept answer is filed as open already
         c = self._eligible.get(name)
         if c is not None:
             self._file(c)

@@ -39,7 +39,7 @@ from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import METHOD_MULTI, METHOD_REPACK, Command
 from karpenter.core.disruption.consolidation import balanced_rejection
 from karpenter.core.disruption.context import DisruptionPass
-from karpenter.core.disruption.prefilter import assess
+from karpenter.core.disruption.prefilter import short_of_room
 from karpenter.core.disruption.ranking import repackable, waste, wasteful_key
 from karpenter.core.disruption.simulation import Outcome, reschedule
 from karpenter.core.model.nodepool import REASON_UNDERUTILIZED
@@ -230,8 +230,7 @@ def batch_delete(
         if not kept and undeletable(c.name):
             continue
         trial = [*kept, c]
-        proof = assess(ps, trial)
-        if any(v > 0 for v in proof.excess.values()) or proof.homeless:
+        if short_of_room(ps, trial):
             continue  # their pods exceed the room elsewhere: no delete (``prefilter``)
         outcome = reschedule(ps.cluster, trial, ps.states, ps.options, ps.reuse)
         if outcome.claims or outcome.failures or outcome.homeless or outcome.uninitialized:

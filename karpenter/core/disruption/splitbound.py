@@ -92,10 +92,22 @@ class WholeNodes:
     _rows: dict[str, list[Row]] = field(default_factory=dict)
     _programs: dict[tuple[str, int], _Program] = field(default_factory=dict)
     _cheapest: float | None = None
+    # The last question and its answer: the prefilter asks the same one twice in a row
+    # (whether a split is worth trying, then how its answer depends on splits).
+    _last: tuple[tuple[int, ...], float, float] | None = None
 
     def floor(self, requests: res.Resources, budget: float) -> float:
         """A price no two or more nodes holding ``requests`` undercut, exact up to
         ``budget``: at or above ``budget`` means no such set costs less."""
+        key = tuple(requests.get(name, 0) for name in _TRACKED)
+        last = self._last
+        if last is not None and last[0] == key and last[1] == budget:
+            return last[2]
+        found = self._floor(requests, budget)
+        self._last = (key, budget, found)
+        return found
+
+    def _floor(self, requests: res.Resources, budget: float) -> float:
         if not self.table:
             return math.inf
         if self._cheapest is None:

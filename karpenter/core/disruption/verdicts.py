@@ -15,7 +15,9 @@ fresh computation would give it again, and the world (``world``) reports every c
   for count only beyond the joined nodes' room as it is now (the answer is checked again on
   that smaller residual when next asked, and only then: once checked, the answer holds while
   rooms only shrink, and a node that joins with room for none of the pods still counted whole,
-  when the others fit in the joined room already, leaves that residual as it was).
+  when the others fit in the joined room already, leaves that residual as it was). A check
+  that finds no joined node with room for any homeless pod any more (they filled) faces the
+  residual the answer was kept with, so the kept answer is its result.
 - A what-if "no" is the replay of a first-fit pass: each pod goes to the first node in pass
   order that takes it, else to new NodeClaims. The replay is identical while the nodes that
   received pods, and the candidates, are unchanged, and no node joined ahead of where a pod of
@@ -48,7 +50,7 @@ from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import Command, NoOp
 from karpenter.core.disruption.consolidation import consolidate
 from karpenter.core.disruption.context import DisruptionPass
-from karpenter.core.disruption.prefilter import Assessment, assess, verdict
+from karpenter.core.disruption.prefilter import Assessment, assess, refuses
 from karpenter.core.disruption.simulation import OUTCOMES, Outcome, unconstrained
 from karpenter.core.model import resources as res
 from karpenter.core.provisioning.existing import StateNode
@@ -108,6 +110,8 @@ class _Entry:
     kept: list[res.Resources] = field(default_factory=list)
     housed_fit: bool = True
     pending: bool = False
+    # ``splits`` for the residual the answer was kept with (every homeless pod whole).
+    full_splits: int = 0
 
 
 @dataclass(slots=True)
@@ -165,9 +169,11 @@ class VerdictMemo:
         kept: list[res.Resources] = []
         for r in e.homeless:
             (housed if any(room_for(r, room) for room in rooms) else kept).append(r)
+        if not housed:
+            return self._as_kept(candidates, e)
         spill = res.floor_zero(res.subtract(res.add(*housed), res.add(*rooms)))
         bound = res.maximum((e.excess, res.add(*kept, spill)))
-        if not verdict(ps, candidates, bound):
+        if not refuses(ps, candidates, bound):
             return False
         e.kept, e.housed_fit, e.pending = kept, not any(spill.values()), False
         e.splits = _prefilter_splits(ps, candidates, bound)
@@ -179,24 +185,37 @@ class VerdictMemo:
             self.watcher.learned(key[0], e.splits != 0)
         return True
 
+    def _as_kept(self, candidates: Sequence[Candidate], e: _Entry) -> bool:
+        """``_still`` when no joined node has room for a homeless pod now: every one counts
+        whole, so the residual is the one the answer was kept with, refused then and now (its
+        answer depends on the pass's splits left only where ``full_splits`` says so, and such
+        an entry is checked only once no split is left), with the split dependence it had."""
+        e.kept, e.housed_fit, e.pending = list(e.homeless), True, False
+        e.splits, e.joined = e.full_splits, []
+        if len(candidates) == 1 and self.watcher is not None:
+            self.watcher.learned(candidates[0].name, e.splits != 0)
+        return True
+
     def keep_prefilter(
         self, ps: DisruptionPass, candidates: Sequence[Candidate], found: Assessment
     ) -> None:
         """Keep a prefilter "no", with the bounds it needs (see the module docstring)."""
-        homeless = list(found.homeless)
+        homeless, shapes = list(found.homeless), found.shapes
         excess = found.excess
         totals = ps.cache["free"]["__total__"]
         marks = {k: totals.get(k, 0) for k, v in excess.items() if v > 0}
-        if verdict(ps, candidates, res.add(*homeless)):
+        together = found.together
+        if refuses(ps, candidates, together):
             marks, excess = {}, {}  # the homeless pods alone settle it
-        elif verdict(ps, candidates, excess):
-            homeless = []  # the excess alone settles it
-        reach = {_shape(r): FAR for r in homeless}
-        bound = res.maximum((excess, res.add(*homeless)))
+        elif refuses(ps, candidates, excess):
+            homeless, shapes, together = [], [], {}  # the excess alone settles it
+        reach = dict.fromkeys(shapes, FAR)
+        bound = res.maximum((excess, together))
         splits = _prefilter_splits(ps, candidates, bound)
         self._keep(candidates, NoOp(PREFILTER, found.message), (), reach, marks, splits)
         entry = self._entries[tuple(c.name for c in candidates)]
         entry.homeless, entry.excess, entry.kept = homeless, excess, homeless
+        entry.full_splits = splits
 
     def keep_whatif(
         self,

@@ -129,6 +129,7 @@ class World:
         self.pod_shapes: dict[str, Shapes] = {}
         self.room_for: dict[Shape, tuple[list[str], bool]] = {}
         self.price_table: list[tuple[float, dict[str, int]]] | None = None
+        self.price_reach: dict[str, list[int]] | None = None
         self.unit_prices: list[tuple[float, float]] | None = None
         self.whole_nodes: WholeNodes | None = None
         self.worst_prices: dict[tuple[object, object], dict[int, float | None]] = {}
@@ -171,6 +172,7 @@ class World:
         ps.pod_shapes = self.pod_shapes
         ps.room_for = self.room_for
         ps.price_table = self.price_table
+        ps.price_reach = self.price_reach
         ps.unit_prices = self.unit_prices
         ps.whole_nodes = self.whole_nodes
         ps.worst_prices = self.worst_prices
@@ -186,6 +188,7 @@ class World:
         """Keep what the pass computed once for good (the prefilter's price table, the
         split bounds' tables: they depend on the instance types alone)."""
         self.price_table = ps.price_table
+        self.price_reach = ps.price_reach
         self.unit_prices = ps.unit_prices
         self.whole_nodes = ps.whole_nodes
 

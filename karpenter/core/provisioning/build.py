@@ -177,10 +177,11 @@ class PassContext:
         pod = work.pod
         topo = self.topology
         owned = []
-        node_filter = work.node_filter()
-        for tsc in work.spreads:
-            group = topo.spread_group(pod, tsc, node_filter)
-            owned.append((group, group.selects(pod)))
+        if work.spreads:  # the filter is only read by spreads (built per call: not cheap)
+            node_filter = work.node_filter()
+            for tsc in work.spreads:
+                group = topo.spread_group(pod, tsc, node_filter)
+                owned.append((group, group.selects(pod)))
         affinity = [*pod.required_affinity, *(w.term for w in work.preferred_affinity)]
         for term in affinity:
             group = topo.term_group(pod, term, AFFINITY)
@@ -578,7 +579,10 @@ def build_context(
     )
     ignore = options.preference_policy == "Ignore"
     for pod in pending:
-        ctx.pod_groups(PodWork.of(pod, ignore))
+        # Creates the pod's topology groups before any is seeded; a pod without spreads or
+        # (anti-)affinity creates none (its selection is only cached, as placement caches it).
+        if _has_topology(pod):
+            ctx.pod_groups(PodWork.of(pod, ignore))
     for index, pod in base.anti_owners:
         if index not in gone:
             for term in pod.required_anti_affinity:
@@ -586,6 +590,18 @@ def build_context(
     _universe(topology, templates, ctx.existing, gone)
     _seed_topology(base, topology, gone)
     return ctx
+
+
+def _has_topology(pod: Pod) -> bool:
+    """Whether ``pod`` has spreads or pod (anti-)affinity terms (``pod_groups`` makes groups
+    only from those)."""
+    return bool(
+        pod.topology_spread
+        or pod.required_affinity
+        or pod.preferred_affinity
+        or pod.required_anti_affinity
+        or pod.preferred_anti_affinity
+    )
 
 
 def _seed_topology(base: _Base, topology: Topology, out: frozenset[int]) -> None:

@@ -61,6 +61,16 @@ class Priced:
 
 
 @dataclass(frozen=True, slots=True)
+class Cheapest:
+    """A claim's launch options: the first types of its mask by price."""
+
+    order: tuple[tuple[int, Offering], ...]  # (type index, its cheapest usable offering)
+    types: tuple[InstanceType, ...]
+    capacity_types: frozenset[str]  # what they may launch as
+    pinned: Requirements  # instance type among them, capacity type among those
+
+
+@dataclass(frozen=True, slots=True)
 class _Threshold:
     values: list[int]
     masks: list[int]
@@ -98,6 +108,7 @@ class Catalog:
         self._thresholds: dict[str, _Threshold] = {}
         self._pairs: dict[tuple[str, str], int] = {}
         self._priced: dict[tuple[Requirement, Requirement], Priced] = {}
+        self._cheapest: dict[tuple[Requirement, Requirement, int, int], Cheapest] = {}
         # Empty for almost every pool, which keeps reservation checks off the hot path.
         self.reserved = reservations.reserved_offerings(self.types)
         for index, it in enumerate(self.types):
@@ -169,6 +180,32 @@ class Catalog:
         if cached is None:
             cached = Priced.build(self.types, zone, ctype)
             self._priced[(zone, ctype)] = cached
+        return cached
+
+    def cheapest(self, reqs: Requirements, mask: int, limit: int) -> Cheapest:
+        """The first ``limit`` types of ``mask`` in ``priced(reqs)`` order, their types, and
+        the requirements that pin a launch to them (memoized: every what-if of a plan asks)."""
+        zone = reqs.get(lbl.ZONE, _ANY)
+        ctype = reqs.get(lbl.CAPACITY_TYPE, _ANY)
+        key = (zone, ctype, mask, limit)
+        cached = self._cheapest.get(key)
+        if cached is None:
+            priced = self.priced(reqs)
+            out: list[tuple[int, Offering]] = []
+            for index, offer in priced.order:  # one entry per type
+                if mask >> index & 1:
+                    out.append((index, offer))
+                    if len(out) == limit:
+                        break
+            ctypes = frozenset().union(*(priced.capacity_types[i] for i, _ in out))
+            kept = tuple(self.types[i] for i, _ in out)
+            pins = Requirements(
+                (
+                    Requirement(lbl.INSTANCE_TYPE, False, frozenset(it.name for it in kept)),
+                    Requirement(lbl.CAPACITY_TYPE, False, ctypes),
+                )
+            )
+            cached = self._cheapest[key] = Cheapest(tuple(out), kept, ctypes, pins)
         return cached
 
     def fits(self, requests: Resources) -> int:

@@ -218,8 +218,9 @@ def _plan(
 ) -> tuple[_Class, dict[int, Planned]] | None:
     """The claims repacked (``cls`` less its frozen claims) and where each of their
     placements goes (None: keep the class as is)."""
-    cls = _freeze(cls, placements, ctx.topology)
-    shape = _shape(cls, placements, ctx.topology) if cls.claims else None
+    held = {i for i in cls.placements if pinned(placements[i], ctx.topology)}
+    cls = _freeze(cls, placements, held)
+    shape = _shape(cls, placements, held) if cls.claims else None
     if shape is None or not shape.problem.demand:
         return None
     incumbent = _incumbent(shape, cls, placements)
@@ -232,15 +233,15 @@ def _plan(
     return cls, _assign(cls, shape, bins, hostname)
 
 
-def _freeze(cls: _Class, placements: Sequence[Placement], topology: Topology) -> _Class:
-    """The class without its claims holding pinned pods when those are of too many kinds
-    (distinct contents) to model: such claims then stay exactly as the first pass left them."""
+def _freeze(cls: _Class, placements: Sequence[Placement], pins: set[int]) -> _Class:
+    """The class without its claims holding pinned pods (``pins``: their placements) when
+    those are of too many kinds (distinct contents) to model: such claims then stay exactly
+    as the first pass left them."""
     kinds: set[tuple[tuple[str, int], ...]] = set()
     held: set[int] = set()
     for index in cls.placements:
-        placement = placements[index]
-        if pinned(placement, topology):
-            held.add(id(placement.target))
+        if index in pins:
+            held.add(id(placements[index].target))
     if not held:
         return cls
     for claim in cls.claims:
@@ -262,7 +263,7 @@ def _names(cls: _Class, placements: Sequence[Placement]) -> list[str]:
     return sorted(names)
 
 
-def _shape(cls: _Class, placements: Sequence[Placement], topology: Topology) -> _Shape | None:
+def _shape(cls: _Class, placements: Sequence[Placement], pins: set[int]) -> _Shape | None:
     t = cls.template
     catalog = t.catalog
     names = _names(cls, placements)
@@ -280,7 +281,7 @@ def _shape(cls: _Class, placements: Sequence[Placement], topology: Topology) -> 
     pinned_on: dict[int, list[int]] = {}
     for index in cls.placements:
         placement = placements[index]
-        if pinned(placement, topology):
+        if index in pins:
             pinned_on.setdefault(id(placement.target), []).append(index)
         else:
             size = tuple(placement.work.pod.requests.get(n, 0) for n in names)

@@ -108,8 +108,9 @@ class FreeIndex:
         copy._empty = dict(self._empty)  # excluding nodes only takes room away
         copy._excluded = tuple(excluded)
         for index in copy._excluded:
+            was = copy._room[index]
             copy._room[index] = (_NONE, _NONE, _NONE)
-            copy._refresh(index)
+            copy._shrunk(index, was)
         copy._version = 0
         copy._origin = (self, self._version)
         copy._touched = set()
@@ -171,9 +172,36 @@ class FreeIndex:
         if self._origin is not None:
             self._touched.add(index)
         new = self._room[index] = _triple(self._free[index])
-        if self._empty and (new[0] > old[0] or new[1] > old[1] or new[2] > old[2]):
+        if new[0] > old[0] or new[1] > old[1] or new[2] > old[2]:
             self._empty.clear()
-        self._refresh(index)
+            self._refresh(index)
+        else:
+            self._shrunk(index, old)  # placing pods only takes room: the common case
+
+    def _shrunk(self, index: int, old: Room) -> None:
+        """``_refresh`` after node ``index``'s room shrank from ``old`` (no component grew),
+        recomputing only what ``old`` could have set: a block's maximum where it equalled
+        ``old``, its front where ``old`` was on it (a room some other room holds leaves the
+        front as it is, and so does any smaller room in its place), the large block's maximum
+        where the small block's changed."""
+        new = self._room[index]
+        if new == old:
+            return
+        small = index // SMALL
+        rows = self._room[small * SMALL : small * SMALL + SMALL]
+        if old in self._front[small]:
+            self._front[small] = _front(rows)
+        m = self._small[small]
+        if (
+            (old[0] == m[0] and new[0] < old[0])
+            or (old[1] == m[1] and new[1] < old[1])
+            or (old[2] == m[2] and new[2] < old[2])
+        ):
+            self._small[small] = _max(rows)
+            if self._small[small] != m:
+                per = LARGE // SMALL
+                large = index // LARGE
+                self._large[large] = _max(self._small[large * per : large * per + per])
 
     def _refresh(self, index: int) -> None:
         small = index // SMALL

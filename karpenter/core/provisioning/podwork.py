@@ -51,13 +51,13 @@ class PodWork:
             pod=pod,
             required_terms=list(pod.required_node_terms),
             preferred_terms=[]
-            if ignore_preferences
+            if ignore_preferences or not pod.preferred_node_terms
             else sorted(pod.preferred_node_terms, key=by_weight),
             preferred_affinity=[]
-            if ignore_preferences
+            if ignore_preferences or not pod.preferred_affinity
             else sorted(pod.preferred_affinity, key=by_weight),
             preferred_anti=[]
-            if ignore_preferences
+            if ignore_preferences or not pod.preferred_anti_affinity
             else sorted(pod.preferred_anti_affinity, key=by_weight),
             spreads=spreads,
             tolerations=pod.tolerations,

@@ -135,31 +135,23 @@ def _truncate(
 _Options = tuple[list[tuple[int, Offering]], list[Requirement]]
 
 
-def _options(ctx: PassContext, claim: Claim) -> _Options:
-    """The claim's launch options, cheapest first, and the requirements that pin them."""
+def _reserved_options(ctx: PassContext, claim: Claim) -> _Options:
+    """A reserved claim's launch options (its reservations), cheapest first, and the
+    requirements that pin them."""
     catalog = claim.template.catalog
-    limit = ctx.options.max_instance_types
-    if claim.reserved:
-        zone = claim.requirements.get_or_exists(lbl.ZONE)
-        held = sorted(
-            (
-                (index, o)
-                for index, o in catalog.reserved
-                if o.reservation_id in claim.reserved and zone.has(o.zone)
-            ),
-            key=lambda pair: (pair[1].price, pair[0], pair[1].reservation_id),
-        )
-        pins = [Requirement(lbl.CAPACITY_TYPE, False, frozenset((lbl.CAPACITY_TYPE_RESERVED,)))]
-        if ctx.options.reservation_id_label:
-            pins.append(Requirement(ctx.options.reservation_id_label, False, claim.reserved))
-        return _truncate(claim, held, limit), pins
-    reqs = claim.requirements
-    if catalog.reserved:
-        reqs = reqs.intersect(Requirements((_NOT_RESERVED,)))
-    priced = catalog.priced(reqs)
-    truncated = _truncate(claim, priced.order, limit)
-    ctypes = frozenset().union(*(priced.capacity_types[i] for i, _ in truncated))
-    return truncated, [Requirement(lbl.CAPACITY_TYPE, False, ctypes)]
+    zone = claim.requirements.get_or_exists(lbl.ZONE)
+    held = sorted(
+        (
+            (index, o)
+            for index, o in catalog.reserved
+            if o.reservation_id in claim.reserved and zone.has(o.zone)
+        ),
+        key=lambda pair: (pair[1].price, pair[0], pair[1].reservation_id),
+    )
+    pins = [Requirement(lbl.CAPACITY_TYPE, False, frozenset((lbl.CAPACITY_TYPE_RESERVED,)))]
+    if ctx.options.reservation_id_label:
+        pins.append(Requirement(ctx.options.reservation_id_label, False, claim.reserved))
+    return _truncate(claim, held, ctx.options.max_instance_types), pins
 
 
 _NOT_RESERVED = Requirement(lbl.CAPACITY_TYPE, True, frozenset((lbl.CAPACITY_TYPE_RESERVED,)))
@@ -171,7 +163,8 @@ ChoiceMemo = dict[tuple[object, ...], _Choice]
 
 
 def _choice(ctx: PassContext, claim: Claim, memo: ChoiceMemo | None) -> _Choice:
-    """``_options`` with the types it keeps, shared by claims that would compute the same."""
+    """The claim's launch options, cheapest first, the types they keep and the requirements
+    that pin them, shared by claims that would compute the same."""
     reqs = claim.requirements
     key = (
         claim.template.index,
@@ -182,10 +175,18 @@ def _choice(ctx: PassContext, claim: Claim, memo: ChoiceMemo | None) -> _Choice:
     )
     found = memo.get(key) if memo is not None else None
     if found is None:
-        truncated, pins = _options(ctx, claim)
-        kept = tuple(claim.template.catalog.types[i] for i, _ in truncated)
-        names = Requirement(lbl.INSTANCE_TYPE, False, frozenset(it.name for it in kept))
-        found = (truncated, kept, Requirements((names, *pins)))
+        catalog = claim.template.catalog
+        if claim.reserved:
+            truncated, pins = _reserved_options(ctx, claim)
+            kept = tuple(catalog.types[i] for i, _ in truncated)
+            names = Requirement(lbl.INSTANCE_TYPE, False, frozenset(it.name for it in kept))
+            found = (truncated, kept, Requirements((names, *pins)))
+        else:
+            if catalog.reserved:
+                reqs = reqs.intersect(Requirements((_NOT_RESERVED,)))
+            # the types and pins depend on the catalog alone: it keeps them for every pass
+            cheapest = catalog.cheapest(reqs, claim.mask, ctx.options.max_instance_types)
+            found = (list(cheapest.order), cheapest.types, cheapest.pinned)
         if memo is not None:
             memo[key] = found
     return found
