@@ -204,6 +204,23 @@ async def test_failed_replacement_rolls_back_with_backoff(control_plane: Control
         await harness.cleanup(kube, pool, ns)
 
 
+async def _two_pools_down_to_one(
+    kube: kc.KubeClient, *prefixes: str
+) -> tuple[list[str], list[str]]:
+    """A pool per prefix, each with two replicas on one node, then each Deployment scaled to
+    one: each pool's node is left underused (a single-node replacement each)."""
+    pools = [harness.unique(p) for p in prefixes]
+    spaces = [await harness.namespace(kube) for _ in prefixes]
+    for pool, ns in zip(pools, spaces, strict=True):
+        await kube.create(kc.NODEPOOLS, _pool(pool))
+        await kube.create(kc.DEPLOYMENTS, _deployment("api", pool, 2), ns)
+    for pool, ns in zip(pools, spaces, strict=True):
+        await harness.eventually(partial(_settled, kube, pool, ns, 2), "replicas up")
+    for ns in spaces:
+        await kube.merge_patch(kc.DEPLOYMENTS, "api", {"spec": {"replicas": 1}}, ns)
+    return pools, spaces
+
+
 @pytest.mark.asyncio
 async def test_commands_of_two_pools_in_flight_together(control_plane: ControlPlane) -> None:
     """While one command waits for its replacement, the next decision starts another."""
@@ -218,15 +235,7 @@ async def test_commands_of_two_pools_in_flight_together(control_plane: ControlPl
         ) as op,
         kc.connect(control_plane.kubeconfig) as kube,
     ):
-        pools = [harness.unique("para"), harness.unique("parb")]
-        spaces = [await harness.namespace(kube), await harness.namespace(kube)]
-        for pool, ns in zip(pools, spaces, strict=True):
-            await kube.create(kc.NODEPOOLS, _pool(pool))
-            await kube.create(kc.DEPLOYMENTS, _deployment("api", pool, 2), ns)
-        for pool, ns in zip(pools, spaces, strict=True):
-            await harness.eventually(partial(_settled, kube, pool, ns, 2), "replicas up")
-        for ns in spaces:
-            await kube.merge_patch(kc.DEPLOYMENTS, "api", {"spec": {"replicas": 1}}, ns)
+        pools, spaces = await _two_pools_down_to_one(kube, "para", "parb")
         queue = op.disruption.queue
 
         async def both() -> bool:
@@ -261,15 +270,7 @@ async def test_commands_wait_out_their_validation_together(control_plane: Contro
         ) as op,
         kc.connect(control_plane.kubeconfig) as kube,
     ):
-        pools = [harness.unique("vala"), harness.unique("valb")]
-        spaces = [await harness.namespace(kube), await harness.namespace(kube)]
-        for pool, ns in zip(pools, spaces, strict=True):
-            await kube.create(kc.NODEPOOLS, _pool(pool))
-            await kube.create(kc.DEPLOYMENTS, _deployment("api", pool, 2), ns)
-        for pool, ns in zip(pools, spaces, strict=True):
-            await harness.eventually(partial(_settled, kube, pool, ns, 2), "replicas up")
-        for ns in spaces:
-            await kube.merge_patch(kc.DEPLOYMENTS, "api", {"spec": {"replicas": 1}}, ns)
+        pools, spaces = await _two_pools_down_to_one(kube, "vala", "valb")
         disruption = op.disruption
 
         async def waiting_together() -> list[str] | None:
