@@ -33,6 +33,8 @@ controller does; the provisioner finds capacity for the evicted pods.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
@@ -109,8 +111,7 @@ class Disruption(Controller):
         self._budgets = (multi_budget_s, single_budget_s)
         self._resume = Resume()  # where a cut-short single-node walk goes on
         self.unsynced = False  # the last pass waited for the mirror (retried in a second)
-        self.validating: dict[int, Command] = {}  # this round's commands, in decision order
-        self._tokens = 0
+        self.validating: list[Command] = []  # this round's commands, in decision order
         self._round = (0.0, 0.0)  # when the round's first and last commands were decided
 
     @property
@@ -155,27 +156,23 @@ class Disruption(Controller):
         command waits no longer for the others."""
         return self.clock.now() - self._round[0] >= self.validation_s
 
-    async def _snapshot(self, before: int | None = None) -> tuple[Cluster, float]:
-        """The cluster now, the nodes of the commands in their validation wait marked as in
-        flight: all of them for a decision, those decided before it (``before``: its token)
-        when a waiting command is judged again. A later command was decided with this one's
-        pods counted as moving, so it takes care of their room; were its pods counted here as
-        well (and moved first), this one could fail against a packing order, not the room."""
+    async def _snapshot(self, marked: Sequence[Command]) -> tuple[Cluster, float]:
+        """The cluster now, the nodes of the ``marked`` commands in their validation wait marked
+        as in flight: all of the round for a decision, the ones decided before it that still
+        hold when a waiting command is judged again. A later command was decided with this
+        one's pods counted as moving, so it takes care of their room; were its pods counted
+        here as well (and moved first), this one could fail against a packing order, not the
+        room."""
         pools = self.state.active_nodepools()
         types = await instance_types(
             self.cloud, self.state, pools, self.clock.now(), self.options, self._log
         )
         now = self.clock.now()
-        marked = {
-            node
-            for token, command in self.validating.items()
-            if before is None or token < before
-            for node in _node_names(command)
-        }
-        return as_in_flight(self.state.snapshot(types, now), marked), now
+        nodes = {node for command in marked for node in _node_names(command)}
+        return as_in_flight(self.state.snapshot(types, now), nodes), now
 
     async def _decide(self) -> Command | None:
-        cluster, now = await self._snapshot()
+        cluster, now = await self._snapshot(self.validating)
         held = self.queue.held()
         bound = ClockBound(self.clock, *self._budgets)
 
@@ -200,9 +197,10 @@ class Disruption(Controller):
             ).inc()
         return command
 
-    async def _revalidate(self, token: int, command: Command) -> Command | None:
-        """``command`` judged again on a fresh snapshot (``core.disruption.validation``)."""
-        cluster, now = await self._snapshot(before=token)
+    async def _revalidate(self, command: Command, earlier: Sequence[Command]) -> Command | None:
+        """``command`` judged again on a fresh snapshot (``core.disruption.validation``), the
+        ``earlier`` commands of its round that still hold marked."""
+        cluster, now = await self._snapshot(earlier)
         held = self.queue.held()
 
         def run() -> Command | None:
@@ -243,8 +241,7 @@ class Disruption(Controller):
         self._quiet = None
         if command.method not in VALIDATED:
             return command if await self._start(command) else None
-        self._tokens += 1
-        self.validating[self._tokens] = command
+        self.validating.append(command)
         first = self._round[0] if len(self.validating) > 1 else now
         self._round = (first, self.clock.now())
         return command
@@ -261,14 +258,11 @@ class Disruption(Controller):
             if wait > 0:
                 await self.clock.sleep(wait)
             synced = await self._synced_within(self.validation_s)
-            for token in sorted(self.validating):
-                command = self.validating[token]
-                again = await self._revalidate(token, command) if synced else None
+            for command in self.validating:
+                again = await self._revalidate(command, holding) if synced else None
                 if again is None:
-                    del self.validating[token]
                     self._invalid(command)
                 else:
-                    self.validating[token] = again
                     holding.append(again)
         finally:
             # whatever happens, the round is over: a dropped command's nodes are candidates

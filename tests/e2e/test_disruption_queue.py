@@ -274,7 +274,7 @@ async def test_commands_wait_out_their_validation_together(control_plane: Contro
         disruption = op.disruption
 
         async def waiting_together() -> list[str] | None:
-            waiting = [n for c in disruption.validating.values() for n in c.names]
+            waiting = [n for c in disruption.validating for n in c.names]
             return waiting if len(disruption.validating) == 2 else None
 
         waiting = await harness.eventually(waiting_together, "two commands waiting", wait_s=60)
