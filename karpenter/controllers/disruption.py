@@ -168,7 +168,7 @@ class Disruption(Controller):
             self.cloud, self.state, pools, self.clock.now(), self.options, self._log
         )
         now = self.clock.now()
-        nodes = {node for command in marked for node in _node_names(command)}
+        nodes = {node for command in marked for node in command.names}
         return as_in_flight(self.state.snapshot(types, now), nodes), now
 
     async def _decide(self) -> Command | None:
@@ -309,7 +309,3 @@ class Disruption(Controller):
                 nodes=list(command.names),
             )
         return started
-
-
-def _node_names(command: Command) -> list[str]:
-    return [c.state.node.name for c in command.candidates if c.state.node is not None]
