@@ -151,6 +151,26 @@ class Disruption(Controller):
                     await self.clock.sleep(self.poll_s)
                 last = names
 
+    async def status(self) -> dict[str, object]:
+        """What holds this controller back now (a stalled scale-down explained): whether the
+        mirror is synced, the round waiting out its validation, commands in flight, held
+        nodes, and what a plain pass on a fresh snapshot (no memos, no time budget) would do
+        and why it leaves each blocked node alone."""
+        cluster, now = await self._snapshot(self.validating)
+        command, ps = await anyio.to_thread.run_sync(
+            lambda: decide(cluster, self.options, now, held=self.queue.held())
+        )
+        return {
+            "synced": self.state.synced(),
+            "adopted": self.queue.adopted,
+            "quiet": self._quiet is not None,
+            "validating": [list(c.names) for c in self.validating],
+            "in_flight": {i: sorted(c.candidates.values()) for i, c in self.queue.inflight.items()},
+            "held": self.queue.held(),
+            "would_decide": None if command is None else [command.method, list(command.names)],
+            "blocked": [f"{b.name}: {b.reason}" for b in ps.notes],
+        }
+
     def _round_due(self) -> bool:
         """The round has been gathering commands for a whole validation wait: its first
         command waits no longer for the others."""

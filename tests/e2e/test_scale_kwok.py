@@ -74,6 +74,35 @@ def _fleet_price(claims: list[dict[str, Any]]) -> float:
     return total
 
 
+async def _fleet(kube: kc.KubeClient, pool: str, ns: str) -> list[str]:
+    """Each of the pool's claims as ``name type pods=N`` (what a failure prints: the fleet
+    consolidation stopped at, to replay offline)."""
+    pods, _ = await kube.list(kc.PODS, ns)
+    on: dict[str, int] = {}
+    for p in pods:
+        node = p["spec"].get("nodeName") or ""
+        on[node] = on.get(node, 0) + 1
+    out = []
+    for claim in await harness.claims_of(kube, pool):
+        labels = codec.meta(claim).get("labels") or {}
+        node = (claim.get("status") or {}).get("nodeName") or ""
+        out.append(
+            f"{codec.meta(claim)['name']} {labels.get(lbl.INSTANCE_TYPE)} pods={on.get(node, 0)}"
+        )
+    return out
+
+
+async def _not_running(kube: kc.KubeClient, ns: str) -> list[str]:
+    """``name phase node`` of every pod that is not Running or is going away."""
+    pods, _ = await kube.list(kc.PODS, ns)
+    return [
+        f"{codec.name(p)} {p['status'].get('phase')} {p['spec'].get('nodeName')}"
+        f"{' deleting' if codec.meta(p).get('deletionTimestamp') else ''}"
+        for p in pods
+        if p["status"].get("phase") != "Running" or codec.meta(p).get("deletionTimestamp")
+    ]
+
+
 async def _one_pass(kube: kc.KubeClient, pool: str, ns: str) -> tuple[int, float]:
     """Nodes one provisioning pass buys for the running pods on an empty cluster, and their
     price."""
@@ -118,13 +147,14 @@ async def test_200_pods_out_and_back_on_kwok(control_plane: ControlPlane) -> Non
         await harness.eventually(lambda: _running(kube, ns, 60), "60 pods Running", WAIT_S)
         target, price = await _one_pass(kube, pool, ns)
 
-        seen: list[int] = []
+        seen: list[str] = []
 
         async def consolidated() -> bool:
             claims = await harness.claims_of(kube, pool)
             live = [c for c in claims if not codec.meta(c).get("deletionTimestamp")]
-            seen.append(len(claims))
-            settled = len(claims) == len(live) and _fleet_price(live) <= price * SLACK
+            cost = _fleet_price(live)
+            seen.append(f"{len(claims)}/${cost:.2f}")
+            settled = len(claims) == len(live) and cost <= price * SLACK
             return settled and bool(await _running(kube, ns, 60))
 
         try:
@@ -133,8 +163,13 @@ async def test_200_pods_out_and_back_on_kwok(control_plane: ControlPlane) -> Non
             )
         except AssertionError as err:
             raise AssertionError(
-                f"{err}; node counts seen: {seen[::10]} (last {seen[-1:]})"
+                f"{err}; nodes/price seen: {seen[::10]} (last {seen[-1:]}); "
+                f"fleet at the end: {await _fleet(kube, pool, ns)}; "
+                f"pods not Running: {await _not_running(kube, ns)}; "
+                f"disruption: {await op.disruption.status()}"
             ) from None
+        # what the controller holds at the end (printed on failure too): a stall explained
+        print("disruption status:", await op.disruption.status())
         assert peak > target + 1, "the scale-down must have had something to consolidate"
         assert op.disruption.executed
         deployment = await kube.get(kc.DEPLOYMENTS, "scale", ns)
