@@ -63,11 +63,14 @@ async def _running(kube: kc.KubeClient, ns: str, count: int) -> list[dict[str, A
 
 
 def _fleet_price(claims: list[dict[str, Any]]) -> float:
-    """What the claims' Nodes cost per hour (their offering's catalogue price)."""
+    """What the claims' Nodes cost per hour (their offering's catalogue price); infinite while
+    a claim has not launched yet (no instance type chosen: the fleet is still changing)."""
     book = price_book(fake_instance_types(CATALOG))
     total = 0.0
     for claim in claims:
         labels = codec.meta(claim).get("labels") or {}
+        if lbl.INSTANCE_TYPE not in labels:
+            return float("inf")
         price = book.price(labels[lbl.INSTANCE_TYPE], labels[lbl.ZONE], labels[lbl.CAPACITY_TYPE])
         assert price is not None, labels
         total += price
