@@ -69,9 +69,10 @@ def _fleet_price(claims: list[dict[str, Any]]) -> float:
     total = 0.0
     for claim in claims:
         labels = codec.meta(claim).get("labels") or {}
-        if lbl.INSTANCE_TYPE not in labels:
+        offering = [labels.get(k) for k in (lbl.INSTANCE_TYPE, lbl.ZONE, lbl.CAPACITY_TYPE)]
+        if not all(offering):
             return float("inf")
-        price = book.price(labels[lbl.INSTANCE_TYPE], labels[lbl.ZONE], labels[lbl.CAPACITY_TYPE])
+        price = book.price(*[str(v) for v in offering])
         assert price is not None, labels
         total += price
     return total
