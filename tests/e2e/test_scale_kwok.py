@@ -133,7 +133,13 @@ async def test_200_pods_out_and_back_on_kwok(control_plane: ControlPlane) -> Non
     ):
         pool = harness.unique("scale")
         ns = await harness.namespace(kube)
-        body = harness.nodepool(pool)
+        # On-demand only: the fake catalogue prices spot as on-demand and launches take spot
+        # first, and a spot node is replaced by no spot node (SpotToSpotConsolidation off, as
+        # upstream's default): an all-spot fleet could then only shrink by deleting nodes, and
+        # the scale-down's end would depend on which nodes the scheduler happened to empty.
+        body = harness.nodepool(
+            pool, [{"key": lbl.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}]
+        )
         body["spec"]["disruption"] = {
             "consolidationPolicy": "WhenEmptyOrUnderutilized",
             "consolidateAfter": "0s",
