@@ -160,6 +160,8 @@ def repack(
         if planned is not None:
             cls, plan = planned  # ``cls`` may leave frozen claims of its whole class out
             plans[id(cls)] = (cls, plan)
+    if not plans:
+        return claims  # nothing replayed: every count is still as the first pass left it
     while plans:
         targets = {i: p for _, plan in plans.values() for i, p in plan.items()}
         failed = replay.replay(ctx, placements, start, targets)
