@@ -25,6 +25,12 @@ from karpenter.providers import registry
 from karpenter.simulate import loader, output, runner
 
 EXIT_BAD_INPUT = 2
+# The collector's thresholds while a simulation solves (CPython's default: 700, 10, 10). A
+# solve allocates millions of short-lived containers (each what-if's copies, placements) and
+# keeps a growing state (the plan's world and memos); at the default the collector ran about
+# 4,500 young and 18 full collections in a 10,000-node plan, a fifth of its CPU, while the
+# solve makes next to no cyclic garbage (peak RSS the same at either setting).
+SOLVE_GC_THRESHOLDS = (50_000, 20, 20)
 
 
 def _parse_now(text: str) -> float:
@@ -130,14 +136,19 @@ def simulate(args: argparse.Namespace) -> int:
         print(f"karpenter: note: {note}", file=sys.stderr)
     now = args.now if args.now is not None else datetime.now(UTC).timestamp()  # noqa: TID251 - the CLI is the shell; the core takes `now` as an argument
     options = settings.core_options()
-    if args.disruption:
-        doc = runner.disruption(
-            scenario, options, now, respect_consolidate_after=args.respect_consolidate_after
-        )
-        table = output.disruption_table
-    else:
-        doc = runner.provisioning(scenario, options)
-        table = output.provisioning_table
+    saved = gc.get_threshold()
+    gc.set_threshold(*SOLVE_GC_THRESHOLDS)
+    try:
+        if args.disruption:
+            doc = runner.disruption(
+                scenario, options, now, respect_consolidate_after=args.respect_consolidate_after
+            )
+            table = output.disruption_table
+        else:
+            doc = runner.provisioning(scenario, options)
+            table = output.provisioning_table
+    finally:
+        gc.set_threshold(*saved)
     fmt = args.output or ("table" if sys.stdout.isatty() else "json")
     if fmt == "json":
         sys.stdout.write(output.dumps(doc) + "\n")

@@ -8,15 +8,21 @@ spread that selects such pods sees skew the first pass never had and refuses eve
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning import costpass, replay
 from karpenter.core.provisioning.build import build_context
-from karpenter.core.provisioning.scheduler import Scheduler, solve
+from karpenter.core.provisioning.scheduler import Kept, Scheduler, repack_kept, solve, solve_kept
 from karpenter.core.provisioning.targets import Claim
 from karpenter.core.provisioning.topology import Topology
-from tests.core.test_costpass import ZONE, _verify_claim, families
+from tests.core.test_costpass import ZONE, _verify_claim, _workload, families
 from tests.support import builders as b
+
+if TYPE_CHECKING:
+    import pytest
 
 
 def _pods() -> list[Pod]:
@@ -77,3 +83,41 @@ def test_repack_under_a_zone_spread_selecting_earlier_pods_is_kept() -> None:
     assert len(zones[1]) == len(pods)
     for claim in best.new_claims:
         _verify_claim(claim, cluster)
+
+
+def _state(kept: Kept) -> tuple[object, ...]:
+    topology = kept.ctx.topology
+    groups = (*topology.groups.values(), *topology.inverse.values())
+    return tuple((dict(g.counts), g.total) for g in groups), kept.ctx.limits.save()
+
+
+def test_a_repack_that_keeps_the_first_pass_leaves_its_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the cost pass keeps every claim of the first pass, whether it planned nothing
+    (and skips the closing replay) or its plans failed (and replays the first pass), topology
+    counts and NodePool usage are what replaying the first pass leaves; passes of both kinds
+    occur on the random workloads."""
+    calls = [0]
+    real = replay.replay
+
+    def counted(*args: Any) -> set[int]:
+        calls[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(replay, "replay", counted)
+    kinds: Counter[str] = Counter()
+    for seed in range(60):
+        cluster, pods = _workload(seed)
+        _, kept = solve_kept(cluster, pods, Options())
+        calls[0] = 0
+        results = repack_kept(kept)
+        if [c.hostname for c in results.new_claims] != [c.hostname for c in kept.scheduler.claims]:
+            kinds["repacked"] += 1
+            continue
+        kinds["replayed" if calls[0] else "skipped"] += 1
+        after = _state(kept)
+        assert kept.start is not None and kept.scheduler.placements is not None
+        real(kept.ctx, kept.scheduler.placements, kept.start, {})
+        assert _state(kept) == after, seed
+    assert kinds["skipped"] >= 5 and kinds["repacked"] >= 5, kinds

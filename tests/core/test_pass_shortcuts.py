@@ -312,3 +312,39 @@ def test_cheapest_type_holding_a_residual_is_the_plain_scan() -> None:
             assert prefilter._scan(ps, requests) == plain
             found += plain is not None
     assert found > 300
+
+
+def _plain_homeless(
+    ps: DisruptionPass, candidates: Sequence[Candidate]
+) -> tuple[list[res.Resources], list[prefilter.Shape], list[tuple[str, int]]]:
+    """Each pod of the candidates, in order, whose every node with room (a full scan of the
+    snapshot) is a candidate; and the sum of their requests, key order included."""
+    base = ps.reuse.snapshot(ps.cluster)
+    own = {c.name for c in candidates}
+    homeless = []
+    for c in candidates:
+        for p in c.pods:
+            rooms = [base.states[i].name for i in base.free.candidates(0, p.requests)]
+            if all(name in own for name in rooms):
+                homeless.append(p.requests)
+    shapes = [tuple(sorted(r.items())) for r in homeless]
+    return homeless, shapes, list(res.add(*homeless).items())
+
+
+@pytest.mark.parametrize("make", _PASSES)
+def test_homeless_pods_are_a_full_scans(make: Callable[[], tuple[Cluster, Options]]) -> None:
+    """The prefilter's pods without room elsewhere (each shape asked once per set, from the
+    kept first nodes with room, scanning only when those cannot answer), their shapes and
+    sum are a full scan's, on every pass of a plan and for candidate sets of every size."""
+    rng = random.Random(11)
+    cluster, options = make()
+    asked = 0
+    for _, ps in _passes(cluster, options, most=25):
+        candidates = list(ps.candidates)
+        for _ in range(12):
+            chosen = rng.sample(candidates, rng.randint(1, min(40, len(candidates))))
+            homeless, shapes, together = prefilter._homeless(ps, chosen)
+            plain = _plain_homeless(ps, chosen)
+            assert (homeless, shapes, list(together.items())) == plain
+            asked += bool(homeless)
+    assert asked > 50

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from karpenter import cli
+from karpenter.simulate import runner
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -193,3 +196,28 @@ def test_bad_input_exits_2_with_one_line(text: str, fragment: str) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0], result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_solve_collects_rarely_and_thresholds_are_restored(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The solve runs under the simulation's collector thresholds and the process's own are
+    back once it is done, the document unchanged."""
+    seen: list[tuple[int, int, int]] = []
+    real = runner.provisioning
+
+    def provisioning(*args: Any, **kw: Any) -> object:
+        seen.append(gc.get_threshold())
+        return real(*args, **kw)
+
+    monkeypatch.setattr(runner, "provisioning", provisioning)
+    before = gc.get_threshold()
+    example = str(EXAMPLES / "webapp-zonal-spread.yaml")
+    try:
+        code = cli.main(["simulate", example, "--output", "json"])
+    finally:
+        gc.unfreeze()  # the command freezes its snapshot for the rest of its process
+    assert code == 0
+    assert seen == [cli.SOLVE_GC_THRESHOLDS]
+    assert gc.get_threshold() == before
+    assert json.loads(capsys.readouterr().out) == doc("webapp-zonal-spread.yaml")

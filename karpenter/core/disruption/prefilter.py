@@ -146,27 +146,52 @@ _FIRST = 4
 
 def _homeless(
     ps: DisruptionPass, candidates: Sequence[Candidate]
-) -> tuple[list[Resources], list[Shape]]:
-    """Requests of the candidates' pods that no other node has room for, each alone."""
-    base = ps.reuse.snapshot(ps.cluster)
+) -> tuple[list[Resources], list[Shape], dict[str, int]]:
+    """Requests of the candidates' pods that no other node has room for, each alone (and as
+    sorted items), and their sum."""
     own = {c.name for c in candidates}
     homeless: list[Resources] = []
     shapes: list[Shape] = []
+    # Whether pods of a shape have room elsewhere is asked once per call: the first ask
+    # settles the shape's list of nodes with room for a candidate set this large.
+    alone: dict[Shape, bool] = {}
+    counts: dict[Shape, tuple[Resources, int]] = {}
     for c in candidates:
         for shape, requests in _pods(ps, c)[1]:
-            # The first few nodes with room for a request shape, memoized per pass: enough to
-            # answer for any candidate set no larger than the list.
-            entry = ps.room_for.get(shape)
-            if entry is None or (not entry[1] and len(entry[0]) <= len(own)):
-                limit = max(_FIRST, len(own) + 1)
-                first = itertools.islice(base.free.candidates(0, requests), limit)
-                found = [base.states[i].name for i in first]
-                entry = ps.room_for[shape] = (found, len(found) < limit)
-            # Complete lists answer directly; a prefix longer than ``own`` has another node.
-            if all(i in own for i in entry[0]):
+            found = alone.get(shape)
+            if found is None:
+                found = alone[shape] = _nowhere_else(ps, own, shape, requests)
+            if found:
                 homeless.append(requests)
                 shapes.append(shape)
-    return homeless, shapes
+                seen = counts.get(shape)
+                counts[shape] = (requests, 1 if seen is None else seen[1] + 1)
+    # summed per shape in the order shapes first appear: the pods' own sum, key order too
+    together: dict[str, int] = {}
+    for requests, n in counts.values():
+        for name, value in requests.items():
+            together[name] = together.get(name, 0) + n * value
+    return homeless, shapes, together
+
+
+def _nowhere_else(ps: DisruptionPass, own: set[str], shape: Shape, requests: Resources) -> bool:
+    """Whether every node with room for ``requests`` is one of ``own``."""
+    # The first nodes with room for a request shape (in pass order), and whether that is all
+    # of them, memoized per pass: one of them outside ``own`` answers, and so does a complete
+    # list; else the scan goes one node beyond ``own``'s size (some node there is not in it).
+    entry = ps.room_for.get(shape)
+    if entry is not None:
+        found, complete = entry
+        if any(name not in own for name in found):
+            return False
+        if complete:
+            return True
+    limit = max(_FIRST, len(own) + 1)
+    base = ps.reuse.snapshot(ps.cluster)
+    first = itertools.islice(base.free.candidates(0, requests), limit)
+    found = [base.states[i].name for i in first]
+    ps.room_for[shape] = (found, len(found) < limit)
+    return all(name in own for name in found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +208,7 @@ class Assessment:
 def assess(ps: DisruptionPass, candidates: Sequence[Candidate]) -> Assessment:
     """Whether consolidating ``candidates`` together cannot work, and the bounds that say so."""
     excess = _excess(ps, candidates)
-    homeless, shapes = _homeless(ps, candidates)
-    together = res.add(*homeless)
+    homeless, shapes, together = _homeless(ps, candidates)
     # The replacement must hold both the excess over the room elsewhere and every pod that
     # fits on no other node at all; the larger of the two, per resource, is a lower bound.
     residual = res.maximum((excess, together))

@@ -14,7 +14,7 @@ without room are reported (``Outcome.homeless``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from karpenter.core.disruption import headroom
@@ -31,6 +31,8 @@ from karpenter.core.provisioning.scheduler import repack_kept, solve, solve_kept
 # Key of a list in the snapshot's derived values (``Reuse.derived``): while present, every
 # what-if on the snapshot appends its Outcome there (``verdicts`` reads where pods went).
 OUTCOMES = "disruption.outcomes"
+
+Placed = tuple[tuple[res.Resources, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +52,9 @@ class Outcome:
     # pods would meet an uninitialized node: a split repacks those NodeClaims alone.
     trace: tuple[object, ...] = ()
     # Every pod of the pass: its requests and the existing node it went to ("" for a
-    # NodeClaim or nowhere). Filled only while OUTCOMES is collected.
-    placed: tuple[tuple[res.Resources, str], ...] = ()
+    # NodeClaim or nowhere), worked out when called (only a kept "no" reads it). Set only
+    # while OUTCOMES is collected.
+    placed: Callable[[], Placed] = field(default=tuple, compare=False, repr=False)
 
     def failure_message(self) -> str:
         """A one-line summary of the pods that could not be placed."""
@@ -221,12 +224,10 @@ def _outcome(
         moves.extend((p.key, f"replacement:{index}") for p in claim.pods if p.key in keys)
     failures = tuple(sorted((k, r) for k, r in results.unschedulable.items() if k in keys))
     homeless = tuple(sorted(k for k in results.unschedulable if k in held))
-    where = {p.key: node for node, pods in results.existing for p in pods}
-    for i, claim in enumerate(results.new_claims):
-        where.update((p.key, f"#{i}") for p in claim.pods)
     # buffer pods are part of what a split depends on: a split must find them room too
     trace: tuple[object, ...]
     if any(p.limits for p in cluster.nodepools) or not all(unconstrained(p) for p in everyone):
+        where = _where(results)
         trace = tuple((p.key, where.get(p.key, "!")) for p in everyone)
     else:
         claimed = tuple(tuple(p.key for p in c.pods) for c in results.new_claims)
@@ -241,11 +242,24 @@ def _outcome(
     )
     sink = reuse.snapshot(cluster).derived.get(OUTCOMES) if reuse is not None else None
     if isinstance(sink, list):
-        placed = tuple((p.requests, where.get(p.key, "")) for p in everyone)
-        placed = tuple((r, "" if node.startswith("#") else node) for r, node in placed)
-        outcome = replace(outcome, placed=placed)
+        outcome = replace(outcome, placed=partial(_placed, everyone, results))
         sink.append(outcome)
     return outcome
+
+
+def _where(results: Results) -> dict[str, str]:
+    """Where each pod of the pass went: its node, or "#i" for the i-th new NodeClaim."""
+    where = {p.key: node for node, pods in results.existing for p in pods}
+    for i, claim in enumerate(results.new_claims):
+        where.update((p.key, f"#{i}") for p in claim.pods)
+    return where
+
+
+def _placed(everyone: Sequence[Pod], results: Results) -> Placed:
+    """Each pod's requests and the existing node it went to ("" for a NodeClaim or nowhere)."""
+    where = _where(results)
+    placed = ((p.requests, where.get(p.key, "")) for p in everyone)
+    return tuple((r, "" if node.startswith("#") else node) for r, node in placed)
 
 
 def homeless_message(outcome: Outcome) -> str:

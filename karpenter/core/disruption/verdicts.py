@@ -230,7 +230,7 @@ class VerdictMemo:
         used: set[str] = set()
         reach: dict[Shape, Order] = {}
         for outcome in outcomes:
-            for requests, where in outcome.placed:
+            for requests, where in outcome.placed():
                 at = FAR
                 if where:
                     used.add(where)

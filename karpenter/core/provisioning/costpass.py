@@ -151,11 +151,17 @@ def repack(
     plans: dict[int, tuple[_Class, dict[int, Planned]]] = {}
     budget = budget if budget is not None else work.Budget(ctx.options.cost_work)
     memory = sharing.Memory(budget)  # zones often pose one problem, or nearly
-    for whole in _classes(claims, placements):
-        planned = _plan(ctx, whole, placements, hostname, memory)
+    shaped = [_prepare(ctx, whole, placements) for whole in _classes(claims, placements)]
+    problems = [prepared for prepared in shaped if prepared is not None]
+    for n, prepared in enumerate(problems):
+        # The last class to pack may skip a search that cannot win; an earlier one may not:
+        # its search leaves patterns and spent work that later classes' searches start from.
+        planned = _plan(prepared, hostname, memory, proof=n == len(problems) - 1)
         if planned is not None:
-            cls, plan = planned  # ``cls`` may leave frozen claims of ``whole`` out
+            cls, plan = planned  # ``cls`` may leave frozen claims of its whole class out
             plans[id(cls)] = (cls, plan)
+    if not plans:
+        return claims  # nothing replayed: every count is still as the first pass left it
     while plans:
         targets = {i: p for _, plan in plans.values() for i, p in plan.items()}
         failed = replay.replay(ctx, placements, start, targets)
@@ -209,26 +215,44 @@ class _Shape:
     free_hostnames: list[str]
 
 
-def _plan(
-    ctx: PassContext,
-    cls: _Class,
-    placements: Sequence[Placement],
-    hostname: Callable[[], str],
-    memory: sharing.Memory,
-) -> tuple[_Class, dict[int, Planned]] | None:
-    """The claims repacked (``cls`` less its frozen claims) and where each of their
-    placements goes (None: keep the class as is)."""
+class _Prepared(NamedTuple):
+    """A class (less its frozen claims) as a packing problem, with first fit's bins."""
+
+    cls: _Class
+    shape: _Shape
+    incumbent: list[packing.Bin]
+
+
+def _prepare(ctx: PassContext, cls: _Class, placements: Sequence[Placement]) -> _Prepared | None:
+    """The class as a packing problem (None: nothing to repack, keep the class as is)."""
     held = {i for i in cls.placements if pinned(placements[i], ctx.topology)}
     cls = _freeze(cls, placements, held)
     shape = _shape(cls, placements, held) if cls.claims else None
     if shape is None or not shape.problem.demand:
         return None
     incumbent = _incumbent(shape, cls, placements)
-    if incumbent is None:
-        return None
+    return None if incumbent is None else _Prepared(cls, shape, incumbent)
+
+
+def _plan(
+    prepared: _Prepared,
+    hostname: Callable[[], str],
+    memory: sharing.Memory,
+    *,
+    proof: bool = False,
+) -> tuple[_Class, dict[int, Planned]] | None:
+    """The claims repacked and where each of their placements goes (None: keep the class as
+    is); ``proof``: first ask whether whole bins prove first fit's the cheapest (no search)."""
+    cls, shape, incumbent = prepared
+    price = packing.cost(shape.problem, incumbent)
+    if proof:
+        from karpenter.core.provisioning import unitcover  # noqa: PLC0415 - loads numpy
+
+        if unitcover.proven(shape.problem, price):
+            return None
     family = (cls.template.index, shape.names)
     bins = memory.pack(family, shape.problem, incumbent, shape.types)
-    if packing.cost(shape.problem, bins) >= packing.cost(shape.problem, incumbent) - _EPS:
+    if packing.cost(shape.problem, bins) >= price - _EPS:
         return None
     return cls, _assign(cls, shape, bins, hostname)
 

@@ -147,3 +147,34 @@ class PodWork:
                 pod.pvc_names,
             )
         return self._signature
+
+
+def standalone(pod: Pod) -> bool:
+    """No spread, pod (anti-)affinity, host port or volume of the pod's own ties its placement
+    to other pods or to a target's history."""
+    return not (
+        pod.topology_spread
+        or pod.required_affinity
+        or pod.preferred_affinity
+        or pod.required_anti_affinity
+        or pod.preferred_anti_affinity
+        or pod.host_ports
+        or pod.pvc_names
+    )
+
+
+def alike(work: PodWork, leader: PodWork) -> bool:
+    """Whether ``work`` asks every target what ``leader`` (unrelaxed and ``standalone``) asks:
+    it is unrelaxed and standalone too, with the same requests, node selection and
+    tolerations. Labels and namespace aside: a standalone pod's are asked nothing but whether
+    other pods' rules select it, which is the caller's to check."""
+    a, b = work.pod, leader.pod
+    if work.relaxations or a.requests != b.requests:
+        return False
+    return (
+        a.node_selector == b.node_selector
+        and a.required_node_terms == b.required_node_terms
+        and a.preferred_node_terms == b.preferred_node_terms
+        and a.tolerations == b.tolerations
+        and standalone(a)
+    )

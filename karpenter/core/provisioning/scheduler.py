@@ -29,7 +29,7 @@ from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning import costpass, explain, lowerbound, work
 from karpenter.core.provisioning.build import PassContext, Reuse, build_context, copy_existing
-from karpenter.core.provisioning.podwork import PodWork
+from karpenter.core.provisioning.podwork import PodWork, alike, standalone
 from karpenter.core.provisioning.reservations import (
     STRICT,
     ReservationManager,
@@ -93,6 +93,7 @@ class Scheduler:
         self._owned: set[int] = set()
         # Every placement in commit order, for the cost pass to replay (None: not recorded).
         self.placements: list[costpass.Placement] | None = None
+        self._where: int | Claim | None = None  # the last commit's existing node, or claim
 
     # ---- the pass ---------------------------------------------------------------------------
     def run(self, pending: Sequence[Pod]) -> dict[str, str]:
@@ -108,12 +109,55 @@ class Scheduler:
                 if self._try_schedule(work):
                     progressed = True
                     self._reasons.pop(work.pod.key, None)
+                    self._follow(work, queue)
                 else:
                     retry.append(work)
             if not progressed:
                 break
             queue = retry
         return self._reasons
+
+    def _follow(self, leader: PodWork, queue: deque[PodWork]) -> None:
+        """Place the pods alike that follow ``leader`` in the queue where it went, while that
+        target takes them. First fit would put each there: every target before it refused
+        the leader and refuses them still (rooms only shrink and claims only narrow in a
+        pass, and nothing else tells alike pods apart), so the leader's answer is theirs."""
+        target = self._where
+        groups = self._groups_of(leader)
+        if target is None or self.reserved is not None or leader.relaxations:
+            return
+        if not standalone(leader.pod) or groups.inverse_blocking:
+            return
+        volumes = self.ctx.volumes.resolve(leader.pod)
+        selecting = self.ctx.topology.selecting
+        while queue and alike(queue[0], leader) and not selecting(queue[0].pod)[1]:
+            if not self._again(target, leader, queue[0], groups, volumes):
+                return
+            follower = queue.popleft()
+            self._reasons.pop(follower.pod.key, None)
+
+    def _again(
+        self,
+        target: int | Claim,
+        leader: PodWork,
+        follower: PodWork,
+        groups: PodGroups,
+        volumes: PodVolumes,
+    ) -> bool:
+        """Ask ``target`` the leader's question again and, if it takes the pod, commit the
+        follower there (False: it does not)."""
+        topology = self.ctx.topology
+        if isinstance(target, int):
+            node = self.ctx.existing[target]
+            if isinstance(try_existing(node, leader, groups, volumes, topology), Reject):
+                return False
+            self._place_existing(target, follower, groups, volumes)
+            return True
+        fit = try_claim(target, leader, groups, volumes, topology, -1, self.reserved)
+        if isinstance(fit, Reject):
+            return False
+        self._commit_claim(target, fit, follower, groups, volumes)
+        return True
 
     def _back_to_nomination(self, work: PodWork) -> bool:
         """Place the pod on the node or claim an earlier pass placed it on, if it still fits."""
@@ -204,6 +248,7 @@ class Scheduler:
             self._free.replace(index, node.remaining)
         self._commit_existing(node, work, groups, volumes)
         self._free.update(index)
+        self._where = index
         if self.placements is not None:
             self.placements.append(
                 costpass.Placement(work, groups, volumes, node, node.requirements)
@@ -281,6 +326,7 @@ class Scheduler:
         claim.reserved = fit.reserved
         claim.pods.append(work.pod)
         claim.host_ports.extend(work.pod.host_ports)
+        self._where = claim
         self.ctx.topology.record(
             work.pod, fit.requirements, claim.hostname, claim.template.taints, groups.inverse_owned
         )
