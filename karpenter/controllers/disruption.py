@@ -39,6 +39,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from karpenter.aio import allocator
 from karpenter.aio.clock import Clock
 from karpenter.controllers import budget_metrics
 from karpenter.controllers.context import Controller, ControllerContext
@@ -197,6 +198,7 @@ class Disruption(Controller):
         bound = ClockBound(self.clock, *self._budgets)
 
         def run() -> tuple[Command | None, DisruptionPass]:
+            allocator.trim()  # the last pass's garbage, freed by now, back to the OS
             return decide(
                 cluster,
                 self.options,
