@@ -23,6 +23,7 @@ import anyio
 from pydantic import ValidationError
 
 from karpenter import settings as settings_mod
+from karpenter.aio import allocator
 from karpenter.aio.clock import Clock, RealClock
 from karpenter.aio.ratelimit import TokenBucket
 from karpenter.api import schedulerconfig
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else _env_kubeconfig()
     clock = RealClock()
     provider = provider.startup()
+    allocator.cap_arenas()  # before any thread: decisions run in worker threads
     anyio.run(run_until_signalled, lambda: serve(kubeconfig, settings, provider, clock))
     return 0
 

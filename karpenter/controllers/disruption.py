@@ -39,6 +39,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from karpenter.aio import allocator
 from karpenter.aio.clock import Clock
 from karpenter.controllers import budget_metrics
 from karpenter.controllers.context import Controller, ControllerContext
@@ -53,7 +54,7 @@ from karpenter.core.disruption.candidates import SurveyMemo
 from karpenter.core.disruption.commands import METHOD_EXPIRATION, Command
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.planner import decide
-from karpenter.core.disruption.validation import VALIDATED, as_in_flight, revalidate
+from karpenter.core.disruption.validation import VALIDATED, as_in_flight, judge_again
 from karpenter.core.model.cluster import Cluster
 from karpenter.core.provisioning.build import Reuse
 from karpenter.kube import errors
@@ -197,6 +198,7 @@ class Disruption(Controller):
         bound = ClockBound(self.clock, *self._budgets)
 
         def run() -> tuple[Command | None, DisruptionPass]:
+            allocator.trim()  # the last pass's garbage, freed by now, back to the OS
             return decide(
                 cluster,
                 self.options,
@@ -217,14 +219,14 @@ class Disruption(Controller):
             ).inc()
         return command
 
-    async def _revalidate(self, command: Command, earlier: Sequence[Command]) -> Command | None:
+    async def _revalidate(self, command: Command, earlier: Sequence[Command]) -> Command | str:
         """``command`` judged again on a fresh snapshot (``core.disruption.validation``), the
-        ``earlier`` commands of its round that still hold marked."""
+        ``earlier`` commands of its round that still hold marked; or why it no longer holds."""
         cluster, now = await self._snapshot(earlier)
         held = self.queue.held()
 
-        def run() -> Command | None:
-            return revalidate(
+        def run() -> Command | str:
+            return judge_again(
                 cluster,
                 self.options,
                 now,
@@ -279,9 +281,13 @@ class Disruption(Controller):
                 await self.clock.sleep(wait)
             synced = await self._synced_within(self.validation_s)
             for command in self.validating:
-                again = await self._revalidate(command, holding) if synced else None
-                if again is None:
-                    self._invalid(command)
+                again = (
+                    await self._revalidate(command, holding)
+                    if synced
+                    else "Unsynced: launches stayed in flight through the wait"
+                )
+                if isinstance(again, str):
+                    self._invalid(command, again)
                 else:
                     holding.append(again)
         finally:
@@ -301,12 +307,13 @@ class Disruption(Controller):
             await self.clock.sleep(SYNC_RETRY_S)
         return True
 
-    def _invalid(self, command: Command) -> None:
+    def _invalid(self, command: Command, why: str) -> None:
         self._log.info(
             "disruption command no longer valid after the validation wait",
             reason=command.reason,
             method=command.method,
             nodes=list(command.names),
+            why=why,
         )
         self.metrics.voluntary_disruption_validation_failures.labels(
             consolidation_type=CONSOLIDATION_TYPE[command.method]

@@ -26,7 +26,6 @@ concurrently and records each in the mirror at once, so the next pass counts it 
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -37,6 +36,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from karpenter.aio import allocator
 from karpenter.aio.batcher import Batcher
 from karpenter.cloud.provider import CloudProviderError
 from karpenter.controllers.context import Controller, ControllerContext
@@ -47,6 +47,7 @@ from karpenter.core.model import labels as lbl
 from karpenter.core.model.nodepool import NodePool
 from karpenter.core.model.pod import Pod, TopologySpread
 from karpenter.core.provisioning import lowerbound
+from karpenter.core.provisioning.build import PassContext
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.provisioning.scheduler import lower_bound, solve_pass
 from karpenter.kube import codec, errors, events
@@ -241,9 +242,12 @@ class Provisioner(Controller):
         if self.default_spread:
             pending = await SpreadSelectors(self.kube).apply(pending, self.default_spread)
         started = self.clock.now()
-        results, ctx = await anyio.to_thread.run_sync(
-            functools.partial(solve_pass, cluster, [*pending, *virtual], self.options)
-        )
+
+        def run() -> tuple[Results, PassContext]:
+            allocator.trim()  # the last pass's garbage, freed by now, back to the OS
+            return solve_pass(cluster, [*pending, *virtual], self.options)
+
+        results, ctx = await anyio.to_thread.run_sync(run)
         self.metrics.scheduler_scheduling_duration.labels(controller="provisioner").observe(
             self.clock.now() - started
         )

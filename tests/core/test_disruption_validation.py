@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.planner import decide
-from karpenter.core.disruption.validation import as_in_flight, revalidate
+from karpenter.core.disruption.validation import as_in_flight, judge_again, revalidate
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
@@ -69,6 +69,9 @@ def test_command_fails_when_a_candidate_gets_blocked() -> None:
     guarded = b.bound("big", "g", cpu="100m", annotations={lbl.DO_NOT_DISRUPT: "true"})
     later = _cluster((_node("big", M8),), (_pinned("big", "p"), guarded))
     assert revalidate(later, Options(), NOW, command) is None
+    why = judge_again(later, Options(), NOW, command)
+    assert isinstance(why, str) and why.startswith("NotConsolidatable: big: "), why
+    assert "do-not-disrupt" in why
 
 
 def test_delete_fails_when_it_would_now_need_a_replacement() -> None:
@@ -79,6 +82,8 @@ def test_delete_fails_when_it_would_now_need_a_replacement() -> None:
     full = b.bound("b", "filler", cpu="3")
     later = _cluster(nodes, (b.bound("a", "p1"), b.bound("b", "p2"), full))
     assert revalidate(later, Options(), NOW, command) is None
+    why = judge_again(later, Options(), NOW, command)
+    assert isinstance(why, str) and why.startswith(("DecisionChanged:", "NotCheaper:")), why
 
 
 def test_emptiness_fails_when_a_pod_lands() -> None:
@@ -87,6 +92,9 @@ def test_emptiness_fails_when_a_pod_lands() -> None:
     assert command.method == "emptiness"
     later = _cluster((_node("e", M4),), (b.bound("e", "p"),))
     assert revalidate(later, Options(), NOW, command) is None
+    assert judge_again(later, Options(), NOW, command) == (
+        "NotEmpty: e no longer empty or no longer deletable as empty"
+    )
     assert revalidate(_cluster((_node("e", M4),), ()), Options(), NOW, command) == command
 
 
@@ -96,6 +104,8 @@ def test_command_fails_when_its_pool_has_no_budget_left() -> None:
     closed = replace(POOL, disruption=Disruption("WhenEmptyOrUnderutilized", 0.0, (Budget("0"),)))
     later = b.cluster([closed], nodes=(_node("big", M8),), pods=(_pinned("big", "p"),))
     assert revalidate(later, Options(), NOW, command) is None
+    why = judge_again(later, Options(), NOW, command)
+    assert isinstance(why, str) and why.startswith("BudgetExceeded: nodepool "), why
 
 
 def _next(cluster: Cluster) -> Command | None:

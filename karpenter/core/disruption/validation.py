@@ -47,17 +47,22 @@ def _still_empty(c: Candidate) -> bool:
     )
 
 
-def _judge(ps: DisruptionPass, command: Command, candidates: list[Candidate]) -> Command | None:
+def _judge(ps: DisruptionPass, command: Command, candidates: list[Candidate]) -> Command | str:
     if command.method == METHOD_EMPTINESS:
-        if not all(_still_empty(c) for c in candidates):
-            return None
+        busy = [c.name for c in candidates if not _still_empty(c)]
+        if busy:
+            return f"NotEmpty: {', '.join(busy)} no longer empty or no longer deletable as empty"
         return Command(command.reason, command.method, tuple(candidates))
-    if not all(consolidatable(c) for c in candidates):
-        return None
+    blocked = [c for c in candidates if not consolidatable(c)]
+    if blocked:
+        return "NotConsolidatable: " + "; ".join(
+            f"{c.name}: {c.pod_blocker}" if c.pod_blocker else c.name for c in blocked
+        )
     if command.method == METHOD_REPACK:
-        return repack.command_for(ps, candidates)
+        repacked = repack.command_for(ps, candidates)
+        return repacked if repacked is not None else "NotCheaper: the repack no longer holds"
     judged = consolidate(ps, candidates, command.method)
-    return judged if isinstance(judged, Command) else None
+    return judged if isinstance(judged, Command) else f"{judged.kind}: {judged.message}"
 
 
 def revalidate(
@@ -71,20 +76,47 @@ def revalidate(
     held: Mapping[str, str] | None = None,
 ) -> Command | None:
     """``command`` judged again on ``cluster`` (its candidates, within budget, the same kind
-    of command), or None when it no longer holds."""
+    of command), or None when it no longer holds (``judge_again`` says why)."""
+    again = judge_again(
+        cluster, options, now, command, reuse=reuse, survey_memo=survey_memo, held=held
+    )
+    return again if isinstance(again, Command) else None
+
+
+def judge_again(
+    cluster: Cluster,
+    options: Options,
+    now: float,
+    command: Command,
+    *,
+    reuse: Reuse | None = None,
+    survey_memo: SurveyMemo | None = None,
+    held: Mapping[str, str] | None = None,
+) -> Command | str:
+    """``command`` judged again on ``cluster``, or why it no longer holds: a machine-readable
+    first word (``NotCandidate``, ``BudgetExceeded``, ``NotEmpty``, ``NotConsolidatable``, a
+    consolidation NoOp's kind, ``DecisionChanged``, ``ReplacementsChanged``) and the detail."""
     ps = new_pass(cluster, options, now, reuse=reuse, survey_memo=survey_memo, held=held)
     fresh = {c.name: c for c in ps.candidates}
-    candidates = [fresh[name] for name in command.names if name in fresh]
-    if len(candidates) != len(command.candidates):
-        return None
+    gone = [name for name in command.names if name not in fresh]
+    if gone:
+        why = {b.name: b.reason for b in ps.notes}
+        return "NotCandidate: " + "; ".join(f"{n}: {why.get(n, 'gone')}" for n in gone)
+    candidates = [fresh[name] for name in command.names]
     reason = REASON_EMPTY if command.method == METHOD_EMPTINESS else REASON_UNDERUTILIZED
-    if not all(ps.take(reason, c.nodepool.name) for c in candidates):
-        return None
+    for c in candidates:
+        if not ps.take(reason, c.nodepool.name):
+            return f"BudgetExceeded: nodepool {c.nodepool.name} has no {reason} budget left"
     judged = _judge(ps, command, candidates)
-    if judged is None or judged.decision != command.decision:
-        return None
+    if isinstance(judged, str):
+        return judged
+    if judged.decision != command.decision:
+        return f"DecisionChanged: {command.decision} is now {judged.decision}"
     if len(judged.replacements) != len(command.replacements):
-        return None
+        return (
+            f"ReplacementsChanged: {len(command.replacements)} replacement(s) "
+            f"are now {len(judged.replacements)}"
+        )
     return judged
 
 
