@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.planner import decide
-from karpenter.core.disruption.validation import as_in_flight, judge_again, revalidate
+from karpenter.core.disruption.validation import as_in_flight, judge_again
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
@@ -57,8 +57,8 @@ def test_command_holds_when_a_better_ranked_candidate_appears() -> None:
         (_pinned("big", "p"), _pinned("bigger", "q", zone="zone-b")),
     )
     assert _decide(later).names != command.names
-    again = revalidate(later, Options(), NOW, command)
-    assert again is not None
+    again = judge_again(later, Options(), NOW, command)
+    assert not isinstance(again, str), again
     assert again.names == command.names
     assert [r.launch.instance_type for r in again.replacements] == ["m-2x"]
 
@@ -68,7 +68,6 @@ def test_command_fails_when_a_candidate_gets_blocked() -> None:
     command = _decide(_oversized())
     guarded = b.bound("big", "g", cpu="100m", annotations={lbl.DO_NOT_DISRUPT: "true"})
     later = _cluster((_node("big", M8),), (_pinned("big", "p"), guarded))
-    assert revalidate(later, Options(), NOW, command) is None
     why = judge_again(later, Options(), NOW, command)
     assert isinstance(why, str) and why.startswith("NotConsolidatable: big: "), why
     assert "do-not-disrupt" in why
@@ -81,7 +80,6 @@ def test_delete_fails_when_it_would_now_need_a_replacement() -> None:
     assert command.names == ("a",) and command.replacements == ()
     full = b.bound("b", "filler", cpu="3")
     later = _cluster(nodes, (b.bound("a", "p1"), b.bound("b", "p2"), full))
-    assert revalidate(later, Options(), NOW, command) is None
     why = judge_again(later, Options(), NOW, command)
     assert isinstance(why, str) and why.startswith(("DecisionChanged:", "NotCheaper:")), why
 
@@ -91,11 +89,10 @@ def test_emptiness_fails_when_a_pod_lands() -> None:
     command = _decide(_cluster((_node("e", M4),), ()))
     assert command.method == "emptiness"
     later = _cluster((_node("e", M4),), (b.bound("e", "p"),))
-    assert revalidate(later, Options(), NOW, command) is None
     assert judge_again(later, Options(), NOW, command) == (
         "NotEmpty: e no longer empty or no longer deletable as empty"
     )
-    assert revalidate(_cluster((_node("e", M4),), ()), Options(), NOW, command) == command
+    assert judge_again(_cluster((_node("e", M4),), ()), Options(), NOW, command) == command
 
 
 def test_command_fails_when_its_pool_has_no_budget_left() -> None:
@@ -103,7 +100,6 @@ def test_command_fails_when_its_pool_has_no_budget_left() -> None:
     command = _decide(_oversized())
     closed = replace(POOL, disruption=Disruption("WhenEmptyOrUnderutilized", 0.0, (Budget("0"),)))
     later = b.cluster([closed], nodes=(_node("big", M8),), pods=(_pinned("big", "p"),))
-    assert revalidate(later, Options(), NOW, command) is None
     why = judge_again(later, Options(), NOW, command)
     assert isinstance(why, str) and why.startswith("BudgetExceeded: nodepool "), why
 

@@ -65,24 +65,6 @@ def _judge(ps: DisruptionPass, command: Command, candidates: list[Candidate]) ->
     return judged if isinstance(judged, Command) else f"{judged.kind}: {judged.message}"
 
 
-def revalidate(
-    cluster: Cluster,
-    options: Options,
-    now: float,
-    command: Command,
-    *,
-    reuse: Reuse | None = None,
-    survey_memo: SurveyMemo | None = None,
-    held: Mapping[str, str] | None = None,
-) -> Command | None:
-    """``command`` judged again on ``cluster`` (its candidates, within budget, the same kind
-    of command), or None when it no longer holds (``judge_again`` says why)."""
-    again = judge_again(
-        cluster, options, now, command, reuse=reuse, survey_memo=survey_memo, held=held
-    )
-    return again if isinstance(again, Command) else None
-
-
 def judge_again(
     cluster: Cluster,
     options: Options,
