@@ -158,8 +158,9 @@ class Disruption(Controller):
         nodes, and what a plain pass on a fresh snapshot (no memos, no time budget) would do
         and why it leaves each blocked node alone."""
         cluster, now = await self._snapshot(self.validating)
+        held = self.queue.held()
         command, ps = await anyio.to_thread.run_sync(
-            lambda: decide(cluster, self.options, now, held=self.queue.held())
+            lambda: decide(cluster, self.options, now, held=held)
         )
         return {
             "synced": self.state.synced(),
@@ -167,7 +168,7 @@ class Disruption(Controller):
             "quiet": self._quiet is not None,
             "validating": [list(c.names) for c in self.validating],
             "in_flight": {i: sorted(c.candidates.values()) for i, c in self.queue.inflight.items()},
-            "held": self.queue.held(),
+            "held": held,
             "would_decide": None if command is None else [command.method, list(command.names)],
             "blocked": [f"{b.name}: {b.reason}" for b in ps.notes],
         }

@@ -24,6 +24,7 @@ from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import StateNode
+from karpenter.core.provisioning.podwork import unconstrained
 from karpenter.core.provisioning.reservations import FALLBACK
 from karpenter.core.provisioning.results import NewNodeClaim, Results
 from karpenter.core.provisioning.scheduler import repack_kept, solve, solve_kept
@@ -89,19 +90,6 @@ def waiting_pods(
         return [*pending_pods(cluster), *deleting]
 
     return waiting() if reuse is None else reuse.derived(cluster, "disruption.waiting", waiting)
-
-
-def unconstrained(pod: Pod) -> bool:
-    """The pod's placement depends on no other pod and no volume (no topology spread, pod
-    (anti-)affinity or claims): what a what-if decided for it holds however others move."""
-    return not (
-        pod.topology_spread
-        or pod.required_affinity
-        or pod.preferred_affinity
-        or pod.required_anti_affinity
-        or pod.preferred_anti_affinity
-        or pod.pvc_names
-    )
 
 
 def _unbound(c: Candidate) -> list[Pod]:

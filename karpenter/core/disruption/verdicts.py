@@ -51,9 +51,10 @@ from karpenter.core.disruption.commands import Command, NoOp
 from karpenter.core.disruption.consolidation import consolidate
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.prefilter import Assessment, assess, refuses
-from karpenter.core.disruption.simulation import OUTCOMES, Outcome, unconstrained
+from karpenter.core.disruption.simulation import OUTCOMES, Outcome
 from karpenter.core.model import resources as res
 from karpenter.core.provisioning.existing import StateNode
+from karpenter.core.provisioning.podwork import unconstrained
 
 if TYPE_CHECKING:
     from karpenter.core.disruption.ranking import CandidateIndex

@@ -30,7 +30,7 @@ from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.context import DisruptionPass, budget_counts, count
 from karpenter.core.disruption.ranking import CandidateIndex
 from karpenter.core.disruption.retries import FailedSplits
-from karpenter.core.disruption.simulation import pending_pods, unconstrained
+from karpenter.core.disruption.simulation import pending_pods
 from karpenter.core.disruption.splitbound import WholeNodes
 from karpenter.core.disruption.verdicts import FAR, Order, Shape, VerdictMemo, order, room_for
 from karpenter.core.lifecycle import nodepool_hash
@@ -44,6 +44,7 @@ from karpenter.core.model.resources import Resources
 from karpenter.core.provisioning import rebase
 from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import StateNode, state_nodes
+from karpenter.core.provisioning.podwork import unconstrained
 from karpenter.core.provisioning.results import NewNodeClaim
 
 # Per-snapshot values (``Reuse.derived``) of the disruption code that stay true for every

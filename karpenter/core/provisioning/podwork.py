@@ -149,18 +149,23 @@ class PodWork:
         return self._signature
 
 
-def standalone(pod: Pod) -> bool:
-    """No spread, pod (anti-)affinity, host port or volume of the pod's own ties its placement
-    to other pods or to a target's history."""
+def unconstrained(pod: Pod) -> bool:
+    """The pod's placement depends on no other pod and no volume (no topology spread, pod
+    (anti-)affinity or claims): what a what-if decided for it holds however others move."""
     return not (
         pod.topology_spread
         or pod.required_affinity
         or pod.preferred_affinity
         or pod.required_anti_affinity
         or pod.preferred_anti_affinity
-        or pod.host_ports
         or pod.pvc_names
     )
+
+
+def standalone(pod: Pod) -> bool:
+    """No spread, pod (anti-)affinity, host port or volume of the pod's own ties its placement
+    to other pods or to a target's history."""
+    return unconstrained(pod) and not pod.host_ports
 
 
 def alike(work: PodWork, leader: PodWork) -> bool:
