@@ -40,7 +40,9 @@ VERSION = "v1.8.2"
 H1 = "h1:S6fvZf7+Xjho4LLo2AdxT3x9yaOJ37Ly/eGQd+ASWi4="  # go.sum hash of the module zip
 SOURCE = "pkg/aws/vpc/limits.go"
 PROXY = "https://proxy.golang.org"
-OUTPUT = Path(__file__).resolve().parent.parent / "karpenter/providers/aws/core/data/vpc_limits.json.gz"
+OUTPUT = (
+    Path(__file__).resolve().parent.parent / "karpenter/providers/aws/core/data/vpc_limits.json.gz"
+)
 COMMAND = "python3 hack/gen-vpc-limits.py"
 
 # Go tokens of the subset limits.go uses: composite literals of strings, ints and bools.

@@ -187,6 +187,18 @@ class TestTaints:
             "incompatible with NodePool default: did not tolerate taint gpu=true:NoSchedule"
         )
 
+    def test_near_misses_lead_the_reason(self) -> None:
+        """A pool the pod could use but that lacks room is named before the pools it is
+        incompatible with, whatever their weight: that is the clause a person acts on."""
+        tainted = b.nodepool("a-tainted", weight=50, taints=(Taint("gpu", "NoSchedule", "true"),))
+        plain = b.nodepool("b-plain")
+        r = run(b.cluster([tainted, plain]), [b.pod("p", cpu="900")])
+        clauses = r.unschedulable["default/p"].split("; ")
+        assert clauses[0].startswith("NodePool b-plain: no instance type has 900 cpu"), clauses
+        assert clauses[-1] == (
+            "incompatible with NodePool a-tainted: did not tolerate taint gpu=true:NoSchedule"
+        )
+
     @pytest.mark.parametrize(
         "toleration",
         [

@@ -111,7 +111,13 @@ async def _pass_creating(kube: kc.KubeClient, op: Operator, pool: str) -> PassRe
         return await harness.claims_of(kube, pool)
 
     name = codec.name((await harness.eventually(claims, f"{pool}'s NodeClaim"))[0])
-    return next(p for p in op.provisioner.passes if name in p.created)
+
+    async def report() -> PassReport | None:
+        # the claim is visible in the apiserver before its pass has finished and reported
+        return next((p for p in op.provisioner.passes if name in p.created), None)
+
+    found: PassReport = await harness.eventually(report, f"the pass that created {name}")
+    return found
 
 
 @pytest.mark.asyncio

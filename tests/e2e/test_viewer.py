@@ -91,7 +91,8 @@ def test_viewer_shows_nodes_prices_and_pending_reasons(
     term = _viewer(control_plane, pool, status)
     try:
         text = term.wait(
-            lambda s: "nodes 2" in s and "no instance type has 200 cpu" in s,
+            # a long reason wraps across lines in the pane: read it as a person would
+            lambda s: "nodes 2" in s and "no instance type has 200 cpu" in " ".join(s.split()),
             "the rows and the pending reason",
         )
         assert "nodes 2  pods 2  " in text

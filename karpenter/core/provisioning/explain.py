@@ -4,6 +4,10 @@ Only failed pods pay for this: the hot path records bare rejection kinds, and th
 re-asks each NodePool, in weight order, the first question it fails for the pod, with numbers
 ("no instance type has 200 cpu; largest allocatable is 95.69", "NodePool gpu: limits cpu=100
 exceeded", "incompatible with NodePool default: requirement ... vs NodePool ...").
+
+Near misses come first: the pools the pod could use but that lacked room, limits or a topology
+domain are what a person can act on, while "incompatible with" clauses only say which pools were
+never meant for the pod (a cluster with twenty pools would otherwise bury the one that matters).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from karpenter.core.provisioning.volumes import PodVolumes
 from karpenter.core.scheduling.requirements import Requirements
 from karpenter.core.scheduling.taints import untolerated
 
+_INCOMPATIBLE = "incompatible with NodePool "
+
 
 def reason(ctx: PassContext, work: PodWork, volumes: PodVolumes) -> str:
     """Why ``work`` fits no NodePool (one clause per pool, joined by '; ')."""
@@ -26,6 +32,8 @@ def reason(ctx: PassContext, work: PodWork, volumes: PodVolumes) -> str:
         return "no NodePool is ready to provision nodes"
     single = len(ctx.templates) == 1
     parts = [_template_reason(ctx, t, work, volumes, single) for t in ctx.templates]
+    # stable: weight order within near misses and within incompatibilities
+    parts.sort(key=lambda part: part.startswith(_INCOMPATIBLE))
     return "; ".join(parts)
 
 
@@ -34,17 +42,14 @@ def _requirement_conflict(template: Template, work: PodWork) -> str | None:
     reqs = template.requirements
     undefined = reqs.undefined_keys(work.requirements, template.well_known)
     if undefined:
-        return f"incompatible with NodePool {pool}: label {undefined[0]} does not have known values"
+        return f"{_INCOMPATIBLE}{pool}: label {undefined[0]} does not have known values"
     for key, wanted in sorted(work.requirements.items()):
         mine = reqs.get(key)
         if mine is None:
             continue
         if Requirements((mine,)).conflicts(Requirements((wanted,))):
             theirs = mine.describe().removeprefix(f"{key} ")
-            return (
-                f"incompatible with NodePool {pool}: "
-                f"requirement {wanted.describe()} vs NodePool {theirs}"
-            )
+            return f"{_INCOMPATIBLE}{pool}: requirement {wanted.describe()} vs NodePool {theirs}"
     return None
 
 
@@ -75,7 +80,7 @@ def _template_reason(
     pool = template.nodepool.name
     bad = untolerated(template.taints, work.tolerations)
     if bad:
-        return f"incompatible with NodePool {pool}: did not tolerate taint {bad[0].describe()}"
+        return f"{_INCOMPATIBLE}{pool}: did not tolerate taint {bad[0].describe()}"
     conflict = _requirement_conflict(template, work)
     if conflict:
         return conflict
@@ -83,7 +88,7 @@ def _template_reason(
     compat = template.base_mask & template.catalog.compatible(merged)
     if not compat:
         return (
-            f"incompatible with NodePool {pool}: no instance type with an available offering "
+            f"{_INCOMPATIBLE}{pool}: no instance type with an available offering "
             f"satisfies {work.requirements.describe() or 'the NodePool requirements'}"
         )
     fit = compat & template.fit_mask(work.pod.requests, work.pod.host_ports)
