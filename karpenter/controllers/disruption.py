@@ -27,6 +27,14 @@ minute for multi-node, three for single-node) read off the injected clock: past 
 acts on the largest set it proved and single-node on none, and the next pass's single-node walk
 judges first the candidates this one did not reach (``core/disruption/bound.py``).
 
+Emptiness and consolidation wait while pods are on the move (``settling``): pods still on a
+draining node, or created moments ago and not yet judged by the kube-scheduler. The scheduler
+places them by its own scoring, on the least-allocated nodes (the very candidates a decision
+taken meanwhile would pick), so such decisions mostly failed their validation a whole wait
+later. The hold lasts at most ``settle_max_s`` per stretch of motion (then passes decide as
+before until nothing moves), so a blocked drain or steady churn cannot starve consolidation;
+expiration and drift never wait.
+
 Expiration deletes at once (no budgets, no pre-launched replacement), as upstream's expiration
 controller does; the provisioner finds capacity for the evicted pods.
 """
@@ -65,6 +73,8 @@ SYNC_RETRY_S = 1.0  # upstream requeues the disruption singleton in 1 s until sy
 QUIET_REFRESH_S = 60.0
 MULTI_BUDGET_S = 60.0  # upstream's multi-node consolidation timeout
 SINGLE_BUDGET_S = 180.0  # upstream's single-node consolidation timeout
+SETTLE_MAX_S = 20.0  # longest stretch emptiness and consolidation wait for pods on the move
+SETTLE_RECENT_S = 10.0  # an unjudged pod younger than this is on its way to a node
 
 
 class ClockBound:
@@ -100,6 +110,7 @@ class Disruption(Controller):
         quiet_refresh_s: float = QUIET_REFRESH_S,
         multi_budget_s: float = MULTI_BUDGET_S,
         single_budget_s: float = SINGLE_BUDGET_S,
+        settle_max_s: float = SETTLE_MAX_S,
     ) -> None:
         super().__init__(ctx, "disruption")
         self.poll_s = poll_s
@@ -112,6 +123,9 @@ class Disruption(Controller):
         self._budgets = (multi_budget_s, single_budget_s)
         self._resume = Resume()  # where a cut-short single-node walk goes on
         self.unsynced = False  # the last pass waited for the mirror (retried in a second)
+        self.settling = False  # the last pass left consolidation out: pods on the move
+        self.settle_max_s = settle_max_s
+        self._settling_since: float | None = None  # start of the current motion
         self.validating: list[Command] = []  # this round's commands, in decision order
         self._round = (0.0, 0.0)  # when the round's first and last commands were decided
 
@@ -133,7 +147,7 @@ class Disruption(Controller):
                 carried = False
                 try:
                     handed = await self.reconcile()
-                    nothing_more = handed is None and not self.unsynced
+                    nothing_more = handed is None and not self.unsynced and not self.settling
                     if self.validating and (nothing_more or self._round_due()):
                         await self.carry_out()
                         carried = True
@@ -142,9 +156,10 @@ class Disruption(Controller):
                 names = frozenset(handed.names) if handed is not None else frozenset()
                 if carried or (names and names != last):
                     await anyio.lowlevel.checkpoint()
-                elif self.unsynced:
+                elif self.unsynced or self.settling:
                     # upstream requeues in a second while the cluster is not synced (a launch
-                    # in flight): the command that launched it must not cost the next a poll
+                    # in flight): the command that launched it must not cost the next a poll;
+                    # likewise pods landing take seconds, not a poll
                     await self.clock.sleep(min(self.poll_s, SYNC_RETRY_S))
                 else:
                     # nothing started, or the very same nodes again (a command that changed
@@ -166,6 +181,7 @@ class Disruption(Controller):
             "synced": self.state.synced(),
             "adopted": self.queue.adopted,
             "quiet": self._quiet is not None,
+            "settling": self.settling,
             "validating": [list(c.names) for c in self.validating],
             "in_flight": {i: sorted(c.candidates.values()) for i, c in self.queue.inflight.items()},
             "held": held,
@@ -193,8 +209,20 @@ class Disruption(Controller):
         nodes = {node for command in marked for node in command.names}
         return as_in_flight(self.state.snapshot(types, now), nodes), now
 
+    def _settle(self, now: float) -> bool:
+        """Whether this pass leaves emptiness and consolidation out: pods are on the move, and
+        have been for less than ``settle_max_s``. Past it (a drain blocked by a PDB, a pod the
+        scheduler never judges) passes decide as usual until nothing is on the move once."""
+        if not self.state.pods_in_motion(now, SETTLE_RECENT_S):
+            self._settling_since = None
+            return False
+        if self._settling_since is None:
+            self._settling_since = now
+        return now - self._settling_since < self.settle_max_s
+
     async def _decide(self) -> Command | None:
         cluster, now = await self._snapshot(self.validating)
+        settling = self.settling
         held = self.queue.held()
         bound = ClockBound(self.clock, *self._budgets)
 
@@ -209,6 +237,7 @@ class Disruption(Controller):
                 held=held,
                 bound=bound,
                 resume=self._resume,
+                settling=settling,
             )
 
         command, ps = await anyio.to_thread.run_sync(run)
@@ -257,9 +286,11 @@ class Disruption(Controller):
             if version == self.state.version and now - since < self.quiet_refresh_s:
                 return None
         version = self.state.version
+        self.settling = self._settle(now)
         command = await self._decide()
         if command is None:
-            self._quiet = (version, now)
+            if not self.settling:  # a settling pass did not ask consolidation: not quiet
+                self._quiet = (version, now)
             return None
         self._quiet = None
         if command.method not in VALIDATED:

@@ -313,6 +313,23 @@ class ClusterState:
             if (is_provisionable(p) and not opts_out(p)) or (p.key in early and awaits_scheduler(p))
         ]
 
+    def pods_in_motion(self, now: float, recent_s: float) -> int:
+        """Pods the kube-scheduler is about to place: those still bound to a Node being
+        deleted (the termination finalizer evicts them, and their owners recreate them), and
+        those created within ``recent_s`` that it has not judged yet (an older unjudged pod is
+        left to the provisioner's early rule: counting it would hold disruption forever)."""
+        draining = {n.name for n in self.nodes.values() if n.deleting}
+        draining |= {c.node_name for c in self.nodeclaims.values() if c.deleting and c.node_name}
+        evicting = sum(
+            1
+            for node in draining
+            for p in self.pods_on(node)
+            if p.is_active() and not p.is_daemonset_pod() and not p.is_mirror_pod()
+        )
+        pods = (e.value for e in self.pods.entries.values() if e.value is not None)  # unsorted
+        unjudged = sum(1 for p in pods if awaits_scheduler(p) and now - p.creation <= recent_s)
+        return evicting + unjudged
+
     def synced(self) -> bool:
         """Every known NodeClaim has launched (has a providerID) or is going away.
 

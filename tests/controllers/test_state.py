@@ -240,3 +240,45 @@ def test_capacity_buffer_virtual_pods_reach_the_snapshot_and_tell_listeners() ->
     assert state.virtual_pods.set("ns/a", ())
     assert state.virtual_pods.of("ns/a") == ()
     assert [p.name for p in state.snapshot({}).virtual_pods] == ["capacity-buffer-b-1"]
+
+
+def _created(pod: dict[str, Any], at: str) -> dict[str, Any]:
+    pod["metadata"]["creationTimestamp"] = at
+    return pod
+
+
+def test_pods_in_motion_are_evicting_or_freshly_unjudged() -> None:
+    """Pods on a Node being deleted (not the terminating ones, not DaemonSet pods) and pods the
+    kube-scheduler has not judged that were created within the window are on the move; an
+    older unjudged pod, a pod it judged Unschedulable and pods on live Nodes are not."""
+    state = ClusterState()
+    now = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+    t0 = "2027-01-15T08:00:00Z"
+    state.nodes.apply("ADDED", _node("live", 1, "sim://live"))
+    draining = _node("draining", 1, "sim://draining")
+    draining["metadata"]["deletionTimestamp"] = t0
+    state.nodes.apply("ADDED", draining)
+    state.pods.apply(
+        "ADDED", _created(_pod("settled", 1, unschedulable=False, nodeName="live"), t0)
+    )
+    assert state.pods_in_motion(now, 10.0) == 0
+    state.pods.apply(
+        "ADDED", _created(_pod("evicting", 1, unschedulable=False, nodeName="draining"), t0)
+    )
+    going = _created(_pod("going", 1, unschedulable=False, nodeName="draining"), t0)
+    going["metadata"]["deletionTimestamp"] = t0
+    state.pods.apply("ADDED", going)
+    ds = _created(_pod("ds", 1, unschedulable=False, nodeName="draining"), t0)
+    ds["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u", "controller": True}
+    ]
+    state.pods.apply("ADDED", ds)
+    assert state.pods_in_motion(now, 10.0) == 1  # only "evicting"
+    state.pods.apply(
+        "ADDED", _created(_pod("fresh", 1, unschedulable=False), "2027-01-15T07:59:55Z")
+    )
+    state.pods.apply("ADDED", _created(_pod("old", 1, unschedulable=False), "2027-01-15T07:59:00Z"))
+    state.pods.apply("ADDED", _created(_pod("judged", 1), "2027-01-15T07:59:58Z"))
+    assert state.pods_in_motion(now, 10.0) == 2  # "evicting" and "fresh"
+    state.nodes.apply("DELETED", draining)
+    assert state.pods_in_motion(now, 10.0) == 1

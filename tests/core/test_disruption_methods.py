@@ -354,6 +354,23 @@ def test_drift_comes_before_consolidation_and_after_emptiness() -> None:
     assert reasons[2:] == ["Underutilized"]
 
 
+def test_settling_passes_leave_emptiness_and_consolidation_out() -> None:
+    """While pods are on the move only drift (and expiration) act: the empty and the
+    underutilized nodes wait, the drifted one is replaced; with nothing drifted, no command."""
+    old = {lbl.NODEPOOL_HASH: "stale", lbl.NODEPOOL_HASH_VERSION: "v3"}
+    nodes = (_node("empty", M4), _node("drifted", M2, annotations=old), _node("big", M8))
+    pods = (b.bound("drifted", cpu="1500m"), b.bound("big", cpu="1"))
+    cluster = _cluster((_pool(),), nodes, pods)
+    settled, _ = decide(cluster, DEFAULTS, NOW, assume_consolidate_after_elapsed=True)
+    assert settled is not None and settled.reason == "Empty"
+    moving, _ = decide(cluster, DEFAULTS, NOW, assume_consolidate_after_elapsed=True, settling=True)
+    assert moving is not None and (moving.reason, moving.names) == ("Drifted", ("drifted",))
+    undrifted = _cluster((_pool(),), (_node("empty", M4), _node("big", M8)), pods[1:])
+    assert _first(undrifted) is not None
+    none, _ = decide(undrifted, DEFAULTS, NOW, assume_consolidate_after_elapsed=True, settling=True)
+    assert none is None
+
+
 # ---- expiration ------------------------------------------------------------------------------
 def test_expiration_ignores_budgets_and_blockers() -> None:
     pool = _pool(budgets=(Budget("0"),), expire_after=24 * HOUR)

@@ -7,6 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
+from karpenter.aio.clock import RealClock
 from karpenter.core.model import labels as lbl
 from karpenter.kube import client as kc
 from karpenter.kube import codec, errors
@@ -93,6 +94,63 @@ async def test_empty_node_is_removed(control_plane: ControlPlane) -> None:
             'karpenter_voluntary_disruption_decisions_total{consolidation_type="empty",'
             'decision="delete",reason="empty"} 1.0'
         ) in text
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_emptiness_waits_while_pods_are_on_the_move(control_plane: ControlPlane) -> None:
+    """A pod still bound to a Node being deleted is on its way to another node: the empty
+    node waits (the controller reports settling) for at most ``settle_max_s``, then goes."""
+    async with (
+        harness.running(control_plane.kubeconfig, disruption_timing=FAST) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        op.disruption.settle_max_s = 10.0
+        pool, draining = harness.unique("settle"), harness.unique("draining")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, _pool(pool, "WhenEmpty"))
+        await kube.create(kc.DEPLOYMENTS, _deployment("web", pool, 1, "500m"), ns)
+        await harness.eventually(lambda: _bound(kube, ns, 1), "the replica bound")
+        [claim] = await _live_claims(kube, pool)
+        # not kwok's (no annotation): a Node held in deletion by a finalizer, a pod bound to it
+        hold = "e2e.karpenter.test/hold"
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": draining, "finalizers": [hold]},
+        }
+        await kube.create(kc.NODES, node)
+        stranded = harness.pod("stranded", pool, cpu="100m")
+        stranded["spec"]["nodeName"] = draining
+        await kube.create(kc.PODS, stranded, ns)
+        await kube.delete(kc.NODES, draining)
+        deleted_at = anyio.current_time()
+
+        async def moving() -> bool:
+            return op.state.pods_in_motion(RealClock().now(), 10.0) > 0
+
+        await harness.eventually(moving, "the stranded pod seen on the move")
+        await _scale(kube, "web", ns, 0)
+        name = claim["metadata"]["name"]
+
+        async def held_back() -> bool:
+            return op.disruption.settling and bool(await _live_claims(kube, pool))
+
+        await harness.eventually(held_back, "the empty node held back while settling")
+
+        async def gone() -> bool:
+            try:
+                await kube.get(kc.NODECLAIMS, name)
+            except errors.NotFound:
+                return True
+            return False
+
+        await harness.eventually(gone, "the empty NodeClaim removed after the hold", wait_s=60)
+        assert anyio.current_time() - deleted_at >= 10.0
+        await kube.delete(kc.PODS, "stranded", ns, grace_period_s=0)
+        await kube.json_patch(
+            kc.NODES, draining, [{"op": "remove", "path": "/metadata/finalizers"}]
+        )
         await harness.cleanup(kube, pool, ns)
 
 

@@ -14,7 +14,7 @@ do-not-disrupt and PDBs: a node past ``expireAfter`` is deleted, its pods resche
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from karpenter.core.disruption import repack
 from karpenter.core.disruption.bound import MULTI, SINGLE
@@ -268,10 +268,20 @@ def repack_node(ps: DisruptionPass) -> Command | None:
     return repack.repack(ps, list(_ranked_for_consolidation(ps)))
 
 
-def next_command(ps: DisruptionPass) -> Command | None:
+def next_command(ps: DisruptionPass, *, settling: bool = False) -> Command | None:
     """The one command this pass carries out (expiration first, then upstream's order, then
-    repack when nothing else acts)."""
-    methods = (expiration, emptiness, drift, multi_node, batch_delete, single_node, repack_node)
+    repack when nothing else acts).
+
+    ``settling``: pods are on the move (evicted, awaiting the kube-scheduler), so the snapshot
+    does not yet show where they will run; only the methods whose commands start at once
+    (expiration, drift) act. Emptiness and consolidation would be judged again after the
+    validation wait on a cluster where the scheduler put those pods by its own scoring, on
+    the least-allocated nodes: the very candidates such a decision picked.
+    """
+    if settling:
+        methods: tuple[Callable[[DisruptionPass], Command | None], ...] = (expiration, drift)
+    else:
+        methods = (expiration, emptiness, drift, multi_node, batch_delete, single_node, repack_node)
     for method in methods:
         command = method(ps)
         if command is not None:

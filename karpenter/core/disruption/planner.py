@@ -65,6 +65,7 @@ def decide(
     failed_splits: FailedSplits | None = None,
     bound: Bound | None = None,
     resume: Resume | None = None,
+    settling: bool = False,
 ) -> tuple[Command | None, DisruptionPass]:
     """One controller pass: the command to start now (if any) and the pass's notes.
 
@@ -74,7 +75,8 @@ def decide(
     ``failed_splits`` keeps splits that failed from being tried again (``retries``). ``bound``
     limits each consolidation method's search, and the same ``resume`` lets a cut-short
     single-node walk continue where it stopped (``bound``); the pass's ``timeouts`` name the
-    methods it cut short.
+    methods it cut short. ``settling`` leaves emptiness and consolidation out while pods are
+    on the move (``methods.next_command``).
     """
     ps = new_pass(
         cluster,
@@ -88,7 +90,7 @@ def decide(
         bound=bound,
         resume=resume,
     )
-    return next_command(ps), ps
+    return next_command(ps, settling=settling), ps
 
 
 def fleet_price(cluster: Cluster) -> float:
