@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import anyio
@@ -51,6 +52,14 @@ async def _live_claims(kube: kc.KubeClient, pool: str) -> list[dict[str, Any]]:
     ]
 
 
+async def _gone(kube: kc.KubeClient, claim: str) -> bool:
+    try:
+        await kube.get(kc.NODECLAIMS, claim)
+    except errors.NotFound:
+        return True
+    return False
+
+
 async def _bound(kube: kc.KubeClient, ns: str, count: int) -> list[dict[str, Any]]:
     pods, _ = await kube.list(kc.PODS, ns)
     live = [p for p in pods if not codec.meta(p).get("deletionTimestamp")]
@@ -75,14 +84,9 @@ async def test_empty_node_is_removed(control_plane: ControlPlane) -> None:
         name = claim["metadata"]["name"]
         await _scale(kube, "web", ns, 0)
 
-        async def gone() -> bool:
-            try:
-                await kube.get(kc.NODECLAIMS, name)
-            except errors.NotFound:
-                return True
-            return False
-
-        await harness.eventually(gone, "the empty NodeClaim removed", wait_s=60)
+        await harness.eventually(
+            partial(_gone, kube, name), "the empty NodeClaim removed", wait_s=60
+        )
         [command] = [
             c
             for c in op.disruption.executed
@@ -138,14 +142,9 @@ async def test_emptiness_waits_while_pods_are_on_the_move(control_plane: Control
 
         await harness.eventually(held_back, "the empty node held back while settling")
 
-        async def gone() -> bool:
-            try:
-                await kube.get(kc.NODECLAIMS, name)
-            except errors.NotFound:
-                return True
-            return False
-
-        await harness.eventually(gone, "the empty NodeClaim removed after the hold", wait_s=60)
+        await harness.eventually(
+            partial(_gone, kube, name), "the empty NodeClaim removed after the hold", wait_s=60
+        )
         assert anyio.current_time() - deleted_at >= 10.0
         await kube.delete(kc.PODS, "stranded", ns, grace_period_s=0)
         await kube.json_patch(
