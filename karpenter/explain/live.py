@@ -79,10 +79,9 @@ async def pool_types(
 def early_keys(state: ClusterState, now: float) -> frozenset[str]:
     """Pods the controller provisions early (EarlyProvisioning): it times a pod from when it
     first saw it; a one-shot listing has only the creation time, which is as early or earlier."""
-    pods = (e.value for e in state.pods.entries.values() if e.value is not None)
     return frozenset(
         p.key
-        for p in pods
+        for p in state.pods.unordered()
         if awaits_scheduler(p) and EARLY_AFTER_S <= now - p.creation <= EARLY_UNTIL_S
     )
 

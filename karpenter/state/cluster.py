@@ -9,7 +9,7 @@ and must not block: they mark work for their controller and return.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
@@ -19,6 +19,7 @@ import structlog
 from karpenter.api import decode
 from karpenter.api.capacitybuffer import BufferSpec
 from karpenter.api.pdb import UnresolvedBudget
+from karpenter.core.disruption.candidates import reschedulable
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, DaemonSet, NodeOverlay, PodDisruptionBudget
 from karpenter.core.model.instancetype import InstanceType
@@ -127,6 +128,11 @@ class KindStore(Generic[T]):
     def values(self) -> list[T]:
         """Decoded values, in key order."""
         return [e.value for _, e in sorted(self.entries.items()) if e.value is not None]
+
+    def unordered(self) -> Iterator[T]:
+        """Decoded values in no particular order: for counts and checks polled often, which
+        must not pay for ``values``' sort."""
+        return (e.value for e in self.entries.values() if e.value is not None)
 
     def raw(self, key: str) -> Obj | None:
         """The raw object by key."""
@@ -318,16 +324,12 @@ class ClusterState:
         deleted (the termination finalizer evicts them, and their owners recreate them), and
         those created within ``recent_s`` that it has not judged yet (an older unjudged pod is
         left to the provisioner's early rule: counting it would hold disruption forever)."""
-        draining = {n.name for n in self.nodes.values() if n.deleting}
-        draining |= {c.node_name for c in self.nodeclaims.values() if c.deleting and c.node_name}
-        evicting = sum(
-            1
-            for node in draining
-            for p in self.pods_on(node)
-            if p.is_active() and not p.is_daemonset_pod() and not p.is_mirror_pod()
+        draining = {n.name for n in self.nodes.unordered() if n.deleting}
+        draining |= {c.node_name for c in self.nodeclaims.unordered() if c.deleting and c.node_name}
+        evicting = sum(1 for node in draining for p in self.pods_on(node) if reschedulable(p))
+        unjudged = sum(
+            1 for p in self.pods.unordered() if awaits_scheduler(p) and now - p.creation <= recent_s
         )
-        pods = (e.value for e in self.pods.entries.values() if e.value is not None)  # unsorted
-        unjudged = sum(1 for p in pods if awaits_scheduler(p) and now - p.creation <= recent_s)
         return evicting + unjudged
 
     def synced(self) -> bool:
@@ -336,9 +338,8 @@ class ClusterState:
         Upstream waits for in-flight launches before the next pass; a claim without a
         provider id has no known shape yet, and solving around it risks a duplicate launch.
         """
-        # unsorted on purpose: the provisioner polls this every 50 ms while launches land
-        claims = (e.value for e in self.nodeclaims.entries.values() if e.value is not None)
-        return all(c.provider_id or c.deleting for c in claims)
+        # unordered on purpose: the provisioner polls this every 50 ms while launches land
+        return all(c.provider_id or c.deleting for c in self.nodeclaims.unordered())
 
     def node_by_provider_id(self, provider_id: str) -> list[Obj]:
         """Raw Nodes with this providerID (more than one is an error upstream reports)."""
