@@ -22,6 +22,7 @@ import anyio
 import structlog
 
 from karpenter.aio.clock import Clock
+from karpenter.api.compact import strip_managed_fields
 from karpenter.kube import errors
 from karpenter.kube.client import KubeClient, Obj, Resource
 
@@ -87,7 +88,7 @@ class Informer:
     async def _list(self) -> str:
         objects, version = await self.client.list(self.resource)
         for obj in objects:
-            _strip(obj)
+            strip_managed_fields(obj)
         self.relists += 1
         self.sink.replace(objects)
         self.synced.set()
@@ -100,11 +101,5 @@ class Informer:
                     meta = event.object.get("metadata") or {}
                     version = str(meta.get("resourceVersion") or version)
                     if event.type != "BOOKMARK":
-                        _strip(event.object)
+                        strip_managed_fields(event.object)
                         self.sink.apply(event.type, event.object)
-
-
-def _strip(obj: Obj) -> None:
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)

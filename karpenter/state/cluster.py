@@ -18,6 +18,7 @@ import structlog
 
 from karpenter.api import decode
 from karpenter.api.capacitybuffer import BufferSpec
+from karpenter.api.compact import compact
 from karpenter.api.pdb import UnresolvedBudget
 from karpenter.core.disruption.candidates import reschedulable
 from karpenter.core.model import labels as lbl
@@ -109,6 +110,9 @@ class KindStore(Generic[T]):
         current = self.entries.get(key)
         if current is not None and _version(current.raw) == _version(obj) and _version(obj):
             return
+        # The mirror holds every object for the controller's life: a compact copy shares
+        # repeated strings and drops what a write's response carries besides (managedFields).
+        obj = compact(obj)
         try:
             value: T | None = self.decode(obj)
             self.invalid.pop(key, None)

@@ -282,3 +282,17 @@ def test_pods_in_motion_are_evicting_or_freshly_unjudged() -> None:
     assert state.pods_in_motion(now, 10.0) == 2  # "evicting" and "fresh"
     state.nodes.apply("DELETED", draining)
     assert state.pods_in_motion(now, 10.0) == 1
+
+
+def test_the_mirror_keeps_our_own_writes_without_managed_fields() -> None:
+    """A write's response carries managedFields (the informer strips them from what it
+    watches, not from what we write): the mirror's copy drops them, the caller's object is
+    left as it was."""
+    written = _claim("c", 5)
+    written["metadata"]["managedFields"] = [{"manager": "karpenter", "fieldsV1": {}}]
+    state = ClusterState()
+    state.nodeclaims.upsert(written)
+    raw = state.nodeclaims.raw("c")
+    assert raw is not None and "managedFields" not in raw["metadata"]
+    assert raw["metadata"]["labels"] == {"karpenter.sh/nodepool": "p"}
+    assert "managedFields" in written["metadata"]
