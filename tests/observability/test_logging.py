@@ -7,6 +7,8 @@ import json
 import logging
 import os
 import pty
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -174,3 +176,19 @@ def test_log_encoding(
     JSON."""
     monkeypatch.setenv("LOG_ENCODING", encoding)
     assert Settings().log_json_for(terminal=terminal) is json_lines
+
+
+def test_the_controller_does_not_load_rich_through_structlog() -> None:
+    """structlog would import rich (and pygments) for its console's tracebacks: the package
+    root hides rich while structlog loads, so the controller never pays for it, and rich stays
+    importable for the viewer."""
+    code = (
+        "import sys, karpenter.cli, karpenter.operator, structlog\n"
+        "loaded = sorted(m for m in ('rich', 'pygments') if m in sys.modules)\n"
+        "import rich.console\n"
+        "print(loaded, structlog.dev.rich is None)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[] True"
