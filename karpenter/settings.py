@@ -25,6 +25,8 @@ DEFAULT_FEATURE_GATES = {
     "ConsolidationRepack": False,  # not upstream: consolidation's repack method (alpha)
     # not upstream: provision for pods the kube-scheduler has not judged 1 s after they appear
     "EarlyProvisioning": True,
+    # not upstream: launch types that hold the mix of pods the kube-scheduler will bind there
+    "MixingHedge": True,
 }
 
 
@@ -213,6 +215,7 @@ class Settings(BaseSettings):
             spot_to_spot_consolidation=gates["SpotToSpotConsolidation"],
             node_overlay=gates["NodeOverlay"],
             repack_consolidation=gates["ConsolidationRepack"],
+            mixing_hedge=gates["MixingHedge"],
             cost_policy=self.COST_POLICY,
             cost_work=self.COST_WORK_BUDGET,
             max_replacements=(

@@ -88,5 +88,7 @@ async def create_nodeclaim(
         reason=reason,
         pods=len(claim.pods),
         instance_types=len(claim.instance_types),
+        # the plan's cheapest type, when the launch was hedged against the scheduler's mixing
+        **({"hedged_from": claim.hedged_from} if claim.hedged_from else {}),
     )
     return name

@@ -245,7 +245,8 @@ class Provisioner(Controller):
 
         def run() -> tuple[Results, PassContext]:
             allocator.trim()  # the last pass's garbage, freed by now, back to the OS
-            return solve_pass(cluster, [*pending, *virtual], self.options)
+            pods = [*pending, *virtual]
+            return solve_pass(cluster, pods, self.options, hedge=self.options.mixing_hedge)
 
         results, ctx = await anyio.to_thread.run_sync(run)
         self.metrics.scheduler_scheduling_duration.labels(controller="provisioner").observe(

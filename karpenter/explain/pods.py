@@ -74,7 +74,7 @@ def explain_pod(
     )
     pending = list(provisionable) if is_provisionable else [*provisionable, pod]
     # CapacityBuffer virtual pods compete for the same room, as in the provisioner's pass
-    results = solve(cluster, [*pending, *cluster.virtual_pods], options)
+    results = solve(cluster, [*pending, *cluster.virtual_pods], options, hedge=options.mixing_hedge)
     found = placements(results, {n.name for n in cluster.nodes}).get(key)
     if found is None:
         why = "the pass did not place it (it opts out of Karpenter nodes)"

@@ -65,6 +65,10 @@ def claim_json(claim: NewNodeClaim, name: str) -> JSON:
     }
     if claim.launch.reservation_id:
         launch["reservationID"] = claim.launch.reservation_id
+    if claim.hedged_from:
+        # the pass's cheapest type, replaced by one that holds the mix of pods the
+        # kube-scheduler will bind here (FEATURE_GATES=MixingHedge)
+        launch["hedgedFrom"] = claim.hedged_from
     return {
         "name": name,
         "nodePool": claim.nodepool,

@@ -12,7 +12,9 @@ from karpenter.simulate.loader import Scenario
 def provisioning(scenario: Scenario, options: Options) -> output.JSON:
     """One provisioning pass over every pending pod of the scenario."""
     virtual = scenario.cluster.virtual_pods  # CapacityBuffers' chunks join the pass
-    results = solve(scenario.cluster, [*scenario.pending, *virtual], options, bound=True)
+    pods = [*scenario.pending, *virtual]
+    # the controller's pass: launches hedged against the kube-scheduler's mixing
+    results = solve(scenario.cluster, pods, options, bound=True, hedge=options.mixing_hedge)
     return output.provisioning_json(results, scenario.buffers, virtual)
 
 

@@ -77,6 +77,9 @@ class Options:
     # FEATURE_GATES=ConsolidationRepack (not upstream; off: on kwok the kube-scheduler's own
     # placement of evicted pods left pods pending after repacks, and the fleet cycled).
     repack_consolidation: bool = False
+    # FEATURE_GATES=MixingHedge (not upstream): provisioning launches types that hold the mix
+    # of the pass's pods the kube-scheduler will bind there (core.provisioning.mixing).
+    mixing_hedge: bool = True
 
 
 @dataclass(frozen=True, slots=True)

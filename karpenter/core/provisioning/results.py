@@ -22,6 +22,7 @@ from karpenter.core.model import resources as res
 from karpenter.core.model.instancetype import InstanceType, Offering
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.build import PLACEHOLDER_KEYS, PassContext
+from karpenter.core.provisioning.mixing import Mixer
 from karpenter.core.provisioning.targets import Claim
 from karpenter.core.scheduling.requirements import Requirement, Requirements
 from karpenter.core.scheduling.taints import Taint
@@ -53,6 +54,9 @@ class NewNodeClaim:
     pods: tuple[Pod, ...]
     requests: Mapping[str, int]
     min_values_relaxed: bool = False
+    # the type the plan would have launched, when the mixing hedge narrowed the claim
+    # (core.provisioning.mixing); empty otherwise
+    hedged_from: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,10 +196,35 @@ def _choice(ctx: PassContext, claim: Claim, memo: ChoiceMemo | None) -> _Choice:
     return found
 
 
+def _launch(offer: Offering, launched: InstanceType) -> Launch:
+    return Launch(launched.name, offer.zone, offer.capacity_type, offer.price, offer.reservation_id)
+
+
+def _hedged(
+    claim: Claim, choice: _Choice, overhead: Mapping[str, int], mixer: Mixer
+) -> tuple[_Choice, str]:
+    """``choice`` narrowed by the mixing hedge, and the type it replaced ("" if kept)."""
+    truncated, kept, pinned = choice
+    t = claim.template
+    if claim.reserved or any(r.min_values for r in claim.requirements.values()):
+        return choice, ""
+    labels = node_labels(
+        claim.requirements, kept[0], _launch(truncated[0][1], kept[0]), t.nodepool.template.labels
+    )
+    labels[lbl.NODEPOOL] = t.nodepool.name
+    hedge = mixer.hedge(truncated, kept, labels, t.tolerated, t.index, len(claim.pods), overhead)
+    if hedge is None:
+        return choice, ""
+    types = tuple(t.catalog.types[i] for i, _ in hedge.options)
+    names = Requirement(lbl.INSTANCE_TYPE, False, frozenset(it.name for it in types))
+    return (hedge.options, types, pinned.intersect(Requirements((names,)))), hedge.planned
+
+
 def finalize_claim(
-    ctx: PassContext, claim: Claim, memo: ChoiceMemo | None = None
+    ctx: PassContext, claim: Claim, memo: ChoiceMemo | None = None, mixer: Mixer | None = None
 ) -> NewNodeClaim | str:
-    """Turn a claim into a NewNodeClaim, or say why it cannot be launched."""
+    """Turn a claim into a NewNodeClaim, or say why it cannot be launched (``mixer``: hedge
+    its launch against the kube-scheduler's mixing of the pass's pods)."""
     t = claim.template
     truncated, kept, pinned = _choice(ctx, claim, memo)
     failures = min_values_met(claim.requirements, kept)
@@ -203,12 +232,15 @@ def finalize_claim(
         return "; ".join(failures) + " after truncating to the cheapest instance types"
     if not truncated:
         return "no instance type has an available offering"
-    launched, offer = kept[0], truncated[0][1]
-    launch = Launch(
-        launched.name, offer.zone, offer.capacity_type, offer.price, offer.reservation_id
-    )
-    reqs = claim.requirements.without(PLACEHOLDER_KEYS | {lbl.HOSTNAME}).intersect(pinned)
     overhead = res.minimum(g.overhead for g in t.daemon_groups if g.mask & claim.mask)
+    hedged_from = ""
+    if mixer is not None and not failures:
+        (truncated, kept, pinned), hedged_from = _hedged(
+            claim, (truncated, kept, pinned), overhead, mixer
+        )
+    launched, offer = kept[0], truncated[0][1]
+    launch = _launch(offer, launched)
+    reqs = claim.requirements.without(PLACEHOLDER_KEYS | {lbl.HOSTNAME}).intersect(pinned)
     pool = t.nodepool
     labels = node_labels(claim.requirements, launched, launch, pool.template.labels)
     labels[lbl.NODEPOOL] = pool.name
@@ -230,6 +262,7 @@ def finalize_claim(
         tuple(claim.pods),
         res.add(claim.requests, overhead),
         claim.min_values_relaxed or bool(failures),
+        hedged_from,
     )
 
 
@@ -238,13 +271,21 @@ def finalize(
     claims: Sequence[Claim],
     reasons: Mapping[str, str],
     deferred: frozenset[str] = frozenset(),
+    hedge: frozenset[str] | None = None,
 ) -> Results:
-    """Build the Results of a pass (``deferred``: pods waiting for reserved capacity)."""
+    """Build the Results of a pass (``deferred``: pods waiting for reserved capacity;
+    ``hedge``: hedge the launches against the kube-scheduler's mixing of the pass's placed
+    pods, these pods' keys (virtual ones) left out of the mix; None: no hedge)."""
     unschedulable = dict(reasons)
     new_claims = []
     memo: ChoiceMemo = {}
+    mixer = None
+    if hedge is not None:
+        mixed = [p for c in claims for p in c.pods]
+        mixed += [p for i in sorted(ctx.touched) for p in ctx.existing[i].pods]
+        mixer = Mixer(p for p in mixed if p.key not in hedge)
     for claim in claims:
-        outcome = finalize_claim(ctx, claim, memo)
+        outcome = finalize_claim(ctx, claim, memo, mixer)
         if isinstance(outcome, str):
             for pod in claim.pods:
                 unschedulable[pod.key] = outcome

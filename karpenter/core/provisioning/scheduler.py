@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from karpenter.core.buffers import is_virtual
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
@@ -356,6 +357,7 @@ def solve(
     reservation_mode: str = STRICT,
     repack: bool | None = None,
     bound: bool = False,
+    hedge: bool = False,
 ) -> Results:
     """Run one provisioning pass: where each pending pod goes, and which NodeClaims to create.
 
@@ -363,7 +365,9 @@ def solve(
     ``reuse`` carries set-up work from one pass to the next over the same snapshot;
     ``reservation_mode`` is ``strict`` for provisioning, ``fallback`` for what-if passes;
     ``repack`` runs the cost pass over the new NodeClaims (default: ``COST_POLICY=optimal``);
-    ``bound`` also computes a lower bound on their price (``Results.lower_bound``).
+    ``bound`` also computes a lower bound on their price (``Results.lower_bound``);
+    ``hedge`` narrows launches against the kube-scheduler's mixing (``mixing``): for passes
+    whose pods the kube-scheduler will bind, not for what-ifs.
     """
     results, ctx = solve_pass(
         cluster,
@@ -373,6 +377,7 @@ def solve(
         reuse=reuse,
         reservation_mode=reservation_mode,
         repack=repack,
+        hedge=hedge,
     )
     if bound:
         results = replace(results, lower_bound=lowerbound.compute(ctx, results.new_claims))
@@ -388,15 +393,18 @@ def solve_pass(
     reuse: Reuse | None = None,
     reservation_mode: str = STRICT,
     repack: bool | None = None,
+    hedge: bool = False,
 ) -> tuple[Results, PassContext]:
     """``solve`` without the bound, and the pass's context: ``lower_bound(context, claims)``
     gives the same bound later (the controller computes it once its claims are written)."""
     if repack is None:
         repack = options.cost_policy == costpass.OPTIMAL
     kept = _first_fit(cluster, pending, options, excluded_nodes, reuse, reservation_mode, repack)
+    # capacity buffers' virtual pods are never bound: they mix with nothing
+    mix = frozenset(p.key for p in pending if is_virtual(p)) if hedge else None
     if kept.start is not None:
-        return repack_kept(kept), kept.ctx
-    return _finalize(kept, kept.scheduler.claims), kept.ctx
+        return repack_kept(kept, mix), kept.ctx
+    return _finalize(kept, kept.scheduler.claims, mix), kept.ctx
 
 
 @dataclass(slots=True)
@@ -433,8 +441,9 @@ def _first_fit(
     return Kept(ctx, scheduler, start, reasons)
 
 
-def _finalize(kept: Kept, claims: Sequence[Claim]) -> Results:
-    return finalize(kept.ctx, claims, kept.reasons, frozenset(kept.scheduler.deferred))
+def _finalize(kept: Kept, claims: Sequence[Claim], hedge: frozenset[str] | None = None) -> Results:
+    deferred = frozenset(kept.scheduler.deferred)
+    return finalize(kept.ctx, claims, kept.reasons, deferred, hedge)
 
 
 def solve_kept(
@@ -453,9 +462,10 @@ def solve_kept(
     return _finalize(kept, kept.scheduler.claims), kept
 
 
-def repack_kept(kept: Kept) -> Results:
+def repack_kept(kept: Kept, hedge: frozenset[str] | None = None) -> Results:
     """The kept pass's claims repacked by the cost pass (``solve(..., repack=True)``'s
-    results); call it once, and before anything else changes the pass."""
+    results); call it once, and before anything else changes the pass (``hedge``: as
+    ``finalize``'s)."""
     scheduler = kept.scheduler
     claims = scheduler.claims
     budget = work.Budget(kept.ctx.options.cost_work)
@@ -463,7 +473,7 @@ def repack_kept(kept: Kept) -> Results:
         placements = scheduler.placements
         hostname = scheduler.next_hostname
         claims = costpass.repack(kept.ctx, claims, placements, kept.start, hostname, budget)
-    results = _finalize(kept, claims)
+    results = _finalize(kept, claims, hedge)
     if budget.spent:
         results = replace(results, cost_work=budget.spent)
     return results
