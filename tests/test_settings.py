@@ -137,6 +137,9 @@ def test_core_options(monkeypatch: pytest.MonkeyPatch) -> None:
     assert options.preference_policy == "Ignore"
     assert options.min_values_policy == "BestEffort"
     assert options.spot_to_spot_consolidation and options.node_overlay
+    assert options.mixing_hedge  # on unless turned off
+    monkeypatch.setenv("FEATURE_GATES", "MixingHedge=false")
+    assert not Settings().core_options().mixing_hedge
 
 
 @pytest.mark.parametrize(

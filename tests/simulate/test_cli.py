@@ -221,3 +221,33 @@ def test_the_solve_collects_rarely_and_thresholds_are_restored(
     assert seen == [cli.SOLVE_GC_THRESHOLDS]
     assert gc.get_threshold() == before
     assert json.loads(capsys.readouterr().out) == doc("webapp-zonal-spread.yaml")
+
+
+def test_mixing_hedge_is_shown_and_can_be_turned_off() -> None:
+    """aws-realistic's small c6a.large claim could receive the pass's memory-heavy pods: the
+    controller (and simulate, which runs its pass) launches it as an m6a.large and says so;
+    FEATURE_GATES=MixingHedge=false prints the cheapest plan."""
+    example = str(EXAMPLES / "aws-realistic.yaml")
+    hedged = doc("aws-realistic.yaml")
+    env = {**os.environ, "FEATURE_GATES": "MixingHedge=false"}
+    run = subprocess.run(
+        [sys.executable, "-m", "karpenter", "simulate", example, "--output", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env=env,
+    )
+    plain = json.loads(run.stdout)
+    changed = [
+        (p, h)
+        for p, h in zip(plain["nodeClaims"], hedged["nodeClaims"], strict=True)
+        if p["launch"] != h["launch"]
+    ]
+    assert len(changed) == 1
+    before, after = changed[0]
+    assert after["pods"] == before["pods"]
+    assert after["launch"]["hedgedFrom"] == before["launch"]["instanceType"] == "c6a.large"
+    assert after["launch"]["instanceType"] == after["instanceTypes"][0] == "m6a.large"
+    assert "hedgedFrom" not in before["launch"]
+    assert plain["pricePerHour"] < hedged["pricePerHour"]

@@ -69,7 +69,7 @@ class _Group:
 
 def _shape(pod: Pod) -> _Shape:
     wanted = {k: v for k, v in pod.requests.items() if v > 0}
-    wanted[res.PODS] = wanted.get(res.PODS, 0) + 1000  # one pod slot, in milli-units
+    wanted.setdefault(res.PODS, 1000)  # a pod takes one slot (milli-units) unless it says
     return tuple(sorted(wanted.items()))
 
 
