@@ -107,7 +107,9 @@ class Mixer:
         self._groups = tuple(groups.values())
         self._compatible: dict[tuple[object, ...], tuple[tuple[_Shape, int], ...]] = {}
         self._answers: dict[tuple[object, ...], Hedge | None] = {}
-        self._allocatable: dict[str, dict[str, int]] = {}
+        # by identity: NodePools may see one type name with different allocatable (kubelet
+        # settings); the types outlive the pass's finalizing, so ids stay unique meanwhile
+        self._allocatable: dict[int, dict[str, int]] = {}
 
     def hedge(
         self,
@@ -170,9 +172,9 @@ class Mixer:
         return Hedge(kept, types[0].name)
 
     def _avail(self, it: InstanceType, overhead: Mapping[str, int]) -> dict[str, int]:
-        alloc = self._allocatable.get(it.name)
+        alloc = self._allocatable.get(id(it))
         if alloc is None:
-            alloc = self._allocatable[it.name] = it.allocatable
+            alloc = self._allocatable[id(it)] = it.allocatable
         return res.subtract(alloc, overhead) if overhead else alloc
 
     def _mix(
