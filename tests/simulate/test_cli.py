@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
-def simulate(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def simulate(
+    *args: str, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "karpenter", "simulate", *args],
         input=stdin,
@@ -27,11 +29,13 @@ def simulate(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
         timeout=120,
+        env={**os.environ, **env} if env else None,
     )
 
 
-def doc(path: str) -> dict:  # type: ignore[type-arg]
-    result = simulate(str(EXAMPLES / path), "--output", "json")
+def doc(path: str, **env: str) -> dict:  # type: ignore[type-arg]
+    """The JSON document for an example, with ``env`` added to the environment."""
+    result = simulate(str(EXAMPLES / path), "--output", "json", env=env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
@@ -58,26 +62,11 @@ def test_cost_policy_is_read_and_checked() -> None:
     """COST_POLICY=firstfit gives upstream's dearer fleet; a bad value exits 2 naming it."""
     example = str(EXAMPLES / "cost-optimal-fleet.yaml")
     best = doc("cost-optimal-fleet.yaml")
-    first = subprocess.run(
-        [sys.executable, "-m", "karpenter", "simulate", example, "--output", "json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        env={**os.environ, "COST_POLICY": "firstfit"},
-    )
-    slow = json.loads(first.stdout)
+    slow = doc("cost-optimal-fleet.yaml", COST_POLICY="firstfit")
     assert best["cost"]["lowerBoundPerHour"] == slow["cost"]["lowerBoundPerHour"]
     assert best["pricePerHour"] < slow["pricePerHour"]
     assert best["cost"]["ratio"] < slow["cost"]["ratio"]
-    bad = subprocess.run(
-        [sys.executable, "-m", "karpenter", "simulate", example],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-        env={**os.environ, "COST_POLICY": "cheapest"},
-    )
+    bad = simulate(example, env={"COST_POLICY": "cheapest"})
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "COST_POLICY" in bad.stderr
 
@@ -227,18 +216,8 @@ def test_mixing_hedge_is_shown_and_can_be_turned_off() -> None:
     """aws-realistic's small c6a.large claim could receive the pass's memory-heavy pods: the
     controller (and simulate, which runs its pass) launches it as an m6a.large and says so;
     FEATURE_GATES=MixingHedge=false prints the cheapest plan."""
-    example = str(EXAMPLES / "aws-realistic.yaml")
     hedged = doc("aws-realistic.yaml")
-    env = {**os.environ, "FEATURE_GATES": "MixingHedge=false"}
-    run = subprocess.run(
-        [sys.executable, "-m", "karpenter", "simulate", example, "--output", "json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        env=env,
-    )
-    plain = json.loads(run.stdout)
+    plain = doc("aws-realistic.yaml", FEATURE_GATES="MixingHedge=false")
     changed = [
         (p, h)
         for p, h in zip(plain["nodeClaims"], hedged["nodeClaims"], strict=True)
