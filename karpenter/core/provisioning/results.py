@@ -4,7 +4,9 @@ Finalizing a NodeClaim orders its instance types by the cheapest offering its re
 allow, truncates to the 600 cheapest (minValues still honoured, else the claim is dropped and
 its pods fail), narrows the capacity type to what those types offer, adds the smallest daemon
 overhead still possible to its requests, and picks the launch: the cheapest available offering
-(ties: reserved before spot before on-demand, then the catalog's order).
+(ties: reserved before spot before on-demand, then the catalog's order). With the mixing
+hedge (``mixing``, provisioning passes only) a claim's types are first narrowed to those that
+hold the mix of pods the kube-scheduler may bind there.
 
 A claim holding capacity reservations launches only into them: its capacity type becomes
 ``reserved``, the provider's reservation-id label is narrowed to the ids it holds, and its
