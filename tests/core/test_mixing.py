@@ -11,7 +11,7 @@ from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.pod import Pod
-from karpenter.core.provisioning.mixing import Hedge, Mixer, matches
+from karpenter.core.provisioning.mixing import Hedge, Mixer
 from karpenter.core.provisioning.results import Results
 from karpenter.core.provisioning.scheduler import solve
 from karpenter.core.scheduling.requirements import Requirement, Requirements
@@ -139,5 +139,7 @@ def test_the_hedge_is_deterministic() -> None:
 def test_node_selector_semantics(
     operator: str, values: list[str], labels: dict[str, str], expected: bool
 ) -> None:
+    """Whether a pod can land on a node, as the mix decides it (a missing label satisfies only
+    NotIn and DoesNotExist): the strict compatibility ``try_existing`` uses for fixed labels."""
     reqs = Requirements((Requirement.new("k", operator, values),))
-    assert matches(reqs, labels) is expected
+    assert Requirements.from_labels(labels).compatible(reqs, frozenset()) is expected

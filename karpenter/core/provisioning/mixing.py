@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 
 from karpenter.core.model import resources as res
 from karpenter.core.model.instancetype import InstanceType, Offering
-from karpenter.core.model.pod import Pod, SelectorTerm
-from karpenter.core.scheduling.requirements import Requirements, from_selector_terms
+from karpenter.core.model.pod import Pod
+from karpenter.core.provisioning.podwork import PodWork
+from karpenter.core.scheduling.requirements import Requirements
 from karpenter.core.scheduling.taints import Toleration
 
 # A type must hold the mix this much cheaper per unit than the planned one to replace it; the
@@ -61,8 +62,9 @@ class Hedge:
 class _Group:
     """Pods alike in where they may land: node selector, required node terms, tolerations."""
 
-    selector: Mapping[str, str]
-    terms: tuple[Requirements, ...]  # any one must match (none: no required terms)
+    # the node selector with each required node-affinity term (PodWork.node_filter): a node
+    # must be compatible with one of them
+    filters: tuple[Requirements, ...]
     tolerations: tuple[Toleration, ...]
     shapes: dict[_Shape, int] = field(default_factory=dict)
 
@@ -71,22 +73,6 @@ def _shape(pod: Pod) -> _Shape:
     wanted = {k: v for k, v in pod.requests.items() if v > 0}
     wanted.setdefault(res.PODS, 1000)  # a pod takes one slot (milli-units) unless it says
     return tuple(sorted(wanted.items()))
-
-
-def matches(reqs: Requirements, labels: Mapping[str, str]) -> bool:
-    """Whether a node with ``labels`` satisfies ``reqs`` (Kubernetes' selector semantics: a
-    missing label satisfies only NotIn and DoesNotExist)."""
-    for key in reqs:
-        req = reqs[key]
-        value = labels.get(key)
-        if value is None:
-            not_in = req.complement and bool(req.values) and req.gte is None and req.lte is None
-            does_not_exist = not req.complement and not req.values
-            if not (not_in or does_not_exist):
-                return False
-        elif not req.has(value):
-            return False
-    return True
 
 
 class Mixer:
@@ -99,9 +85,8 @@ class Mixer:
             key = (selector, pod.required_node_terms, pod.tolerations)
             group = groups.get(key)
             if group is None:
-                group = groups[key] = _Group(
-                    dict(pod.node_selector), _terms(pod.required_node_terms), pod.tolerations
-                )
+                filters = PodWork.of(pod, True).node_filter()
+                group = groups[key] = _Group(filters, pod.tolerations)
             shape = _shape(pod)
             group.shapes[shape] = group.shapes.get(shape, 0) + 1
         self._groups = tuple(groups.values())
@@ -187,9 +172,11 @@ class Mixer:
         key = (template, node)
         found = self._compatible.get(key)
         if found is None:
+            # node labels are fixed: strict compatibility, as for an existing node
+            reqs = Requirements.from_labels(labels)
             counts: dict[_Shape, int] = {}
             for group in self._groups:
-                if not _lands(group, labels, tolerated):
+                if not _lands(group, reqs, tolerated):
                     continue
                 for shape, count in group.shapes.items():
                     counts[shape] = counts.get(shape, 0) + count
@@ -197,13 +184,7 @@ class Mixer:
         return found
 
 
-def _terms(terms: tuple[SelectorTerm, ...]) -> tuple[Requirements, ...]:
-    return tuple(from_selector_terms(t) for t in terms)
-
-
-def _lands(group: _Group, labels: Mapping[str, str], tolerated: _Tolerated) -> bool:
-    if any(labels.get(k) != v for k, v in group.selector.items()):
-        return False
-    if group.terms and not any(matches(t, labels) for t in group.terms):
+def _lands(group: _Group, node: Requirements, tolerated: _Tolerated) -> bool:
+    if not any(node.compatible(f, frozenset()) for f in group.filters):
         return False
     return tolerated(group.tolerations)

@@ -203,23 +203,31 @@ def _launch(offer: Offering, launched: InstanceType) -> Launch:
 
 
 def _hedged(
-    claim: Claim, choice: _Choice, overhead: Mapping[str, int], mixer: Mixer
-) -> tuple[_Choice, str]:
-    """``choice`` narrowed by the mixing hedge, and the type it replaced ("" if kept)."""
+    claim: Claim,
+    choice: _Choice,
+    labels: Mapping[str, str],
+    overhead: Mapping[str, int],
+    mixer: Mixer,
+) -> tuple[_Choice, str] | None:
+    """``choice`` narrowed by the mixing hedge and the type it replaced (``labels``: the
+    planned launch's node labels); None when the plan stands."""
     truncated, kept, pinned = choice
     t = claim.template
     if claim.reserved or any(r.min_values for r in claim.requirements.values()):
-        return choice, ""
-    labels = node_labels(
-        claim.requirements, kept[0], _launch(truncated[0][1], kept[0]), t.nodepool.template.labels
-    )
-    labels[lbl.NODEPOOL] = t.nodepool.name
+        return None
     hedge = mixer.hedge(truncated, kept, labels, t.tolerated, t.index, len(claim.pods), overhead)
     if hedge is None:
-        return choice, ""
+        return None
     types = tuple(t.catalog.types[i] for i, _ in hedge.options)
     names = Requirement(lbl.INSTANCE_TYPE, False, frozenset(it.name for it in types))
     return (hedge.options, types, pinned.intersect(Requirements((names,)))), hedge.planned
+
+
+def _labels(claim: Claim, launched: InstanceType, launch: Launch) -> dict[str, str]:
+    pool = claim.template.nodepool
+    labels = node_labels(claim.requirements, launched, launch, pool.template.labels)
+    labels[lbl.NODEPOOL] = pool.name
+    return labels
 
 
 def finalize_claim(
@@ -235,17 +243,18 @@ def finalize_claim(
     if not truncated:
         return "no instance type has an available offering"
     overhead = res.minimum(g.overhead for g in t.daemon_groups if g.mask & claim.mask)
+    launch = _launch(truncated[0][1], kept[0])
+    labels = _labels(claim, kept[0], launch)
     hedged_from = ""
+    hedged = None
     if mixer is not None and not failures:
-        (truncated, kept, pinned), hedged_from = _hedged(
-            claim, (truncated, kept, pinned), overhead, mixer
-        )
-    launched, offer = kept[0], truncated[0][1]
-    launch = _launch(offer, launched)
+        hedged = _hedged(claim, (truncated, kept, pinned), labels, overhead, mixer)
+    if hedged is not None:
+        (truncated, kept, pinned), hedged_from = hedged
+        launch = _launch(truncated[0][1], kept[0])
+        labels = _labels(claim, kept[0], launch)
     reqs = claim.requirements.without(PLACEHOLDER_KEYS | {lbl.HOSTNAME}).intersect(pinned)
     pool = t.nodepool
-    labels = node_labels(claim.requirements, launched, launch, pool.template.labels)
-    labels[lbl.NODEPOOL] = pool.name
     if launch.reservation_id and ctx.options.reservation_id_label:
         labels[ctx.options.reservation_id_label] = launch.reservation_id
     elif not launch.reservation_id:
