@@ -39,6 +39,7 @@ from karpenter.controllers.node_health import NodeHealth
 from karpenter.controllers.node_termination import NodeTermination
 from karpenter.controllers.nodeclaim_gc import NodeClaimGC
 from karpenter.controllers.nodepool import NodePoolStatus
+from karpenter.controllers.nominations import NominationPublisher
 from karpenter.controllers.podevents import PodEvents
 from karpenter.controllers.provisioner import Provisioner
 from karpenter.controllers.registration_health import RegistrationHealth
@@ -191,6 +192,10 @@ class Operator:
         )
         # CapacityBuffer (feature gate, off by default as upstream): headroom as virtual pods
         self.capacity_buffers: CapacityBuffers | None = None
+        if ctx.settings.feature_gates["PublishNominations"]:
+            nominations = NominationPublisher(ctx)
+            self.lifecycle.nominations = nominations
+            self.provisioner.nominations = nominations
         if ctx.settings.feature_gates["CapacityBuffer"]:
             provisioner = self.provisioner
             buffers = CapacityBuffers(ctx, on_change=lambda: provisioner.batcher.trigger(BUFFERS))

@@ -27,6 +27,8 @@ DEFAULT_FEATURE_GATES = {
     "EarlyProvisioning": True,
     # not upstream: launch types that hold the mix of pods the kube-scheduler will bind there
     "MixingHedge": True,
+    # not upstream: tell the kube-scheduler where a pass placed each pod (nominatedNodeName)
+    "PublishNominations": True,
 }
 
 

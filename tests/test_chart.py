@@ -184,6 +184,7 @@ def test_rbac_covers_what_the_controller_does(helm: str) -> None:
     # least privilege (tests/faults/test_security.py): NodePools are never created or deleted
     assert not {"create", "delete"} & _verbs(rules, "karpenter.sh", "nodepools")
     assert "create" in _verbs(rules, "", "pods/eviction")
+    assert "patch" in _verbs(rules, "", "pods/status")  # PublishNominations
     assert {"create", "patch"} <= _verbs(rules, "", "events")
     assert {"update", "delete"} <= _verbs(rules, "", "nodes")
 

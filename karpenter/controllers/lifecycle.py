@@ -35,6 +35,7 @@ from karpenter.cloud.provider import (
 )
 from karpenter.controllers import conditions
 from karpenter.controllers.context import Controller, ControllerContext
+from karpenter.controllers.nominations import NominationPublisher
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.node import NodeClaim
@@ -69,6 +70,9 @@ class Lifecycle(Controller):
     # Set by the composition root: fed each registration and each launch / registration
     # timeout (NodePool ``NodeRegistrationHealthy``).
     registration_health: RegistrationOutcomes | None = None
+    # Set by the composition root with PublishNominations: the claim's pods are nominated to
+    # its Node before registration lifts karpenter.sh/unregistered (nothing binds before).
+    nominations: NominationPublisher | None = None
 
     def __init__(
         self,
@@ -247,6 +251,8 @@ class Lifecycle(Controller):
         ):
             await self._ensure_finalizer(node)
             return None
+        if self.nominations is not None:
+            await self.nominations.publish((claim.name, codec.name(node)), codec.name(node))
         patched = await self._sync_node(node, raw, claim)
         self.state.nodes.upsert(patched)
         status["nodeName"] = codec.name(node)

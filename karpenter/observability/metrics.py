@@ -86,6 +86,12 @@ class Metrics:
             ("nodepool",),
             registry=r,
         )
+        # not upstream (PublishNominations): placements told to the kube-scheduler
+        self.pods_nominated = Counter(
+            "karpenter_pods_nominated_total",
+            "Pending pods whose status.nominatedNodeName was set to the Node planned for them.",
+            registry=r,
+        )
         self.nodeclaims_initialized = Counter(
             "karpenter_nodeclaims_initialized_total",
             "NodeClaims whose Node became ready with its resources registered.",

@@ -432,6 +432,10 @@ class LocalControlPlane:
             # Never the default 10259: parallel sessions would collide on it.
             f"--secure-port={_free_port()}",
             "--leader-elect=false",
+            # As Kubernetes 1.35 runs by default (beta there, alpha and off in the pinned
+            # 1.34): a nominatedNodeName set by another component (Karpenter's
+            # PublishNominations) survives the pod's failed attempts until it binds.
+            "--feature-gates=NominatedNodeNameForExpectation=true",
             *(self.client_rate.args() if self.client_rate else []),
             "--v=1",
         ]

@@ -150,8 +150,8 @@ class KindStore(Generic[T]):
 
 
 def is_provisionable(pod: Pod) -> bool:
-    """Upstream's rule: the scheduler said Unschedulable, unbound, not preempting, not a
-    DaemonSet or mirror pod, and still alive."""
+    """Upstream's rule: the scheduler said Unschedulable, unbound, not a DaemonSet or mirror
+    pod, and still alive (whether it is preempting needs the cluster: ``preempting``)."""
     return pod.unschedulable_condition and _pending_workload(pod)
 
 
@@ -162,10 +162,9 @@ def awaits_scheduler(pod: Pod) -> bool:
 
 
 def _pending_workload(pod: Pod) -> bool:
-    """Unbound, not preempting, not a DaemonSet or mirror pod, still alive."""
+    """Unbound, not a DaemonSet or mirror pod, still alive."""
     return (
         not pod.node_name
-        and not pod.nominated_node_name
         and not pod.is_daemonset_pod()
         and not pod.is_mirror_pod()
         and pod.is_active()
@@ -320,8 +319,22 @@ class ClusterState:
         return [
             p
             for p in self.pods.values()
-            if (is_provisionable(p) and not opts_out(p)) or (p.key in early and awaits_scheduler(p))
+            if (
+                (is_provisionable(p) and not opts_out(p))
+                or (p.key in early and awaits_scheduler(p))
+            )
+            and not self.preempting(p)
         ]
+
+    def preempting(self, pod: Pod) -> bool:
+        """The pod waits for pods the kube-scheduler preempted for it: its
+        ``nominatedNodeName`` names a Node on which a bound pod is being deleted (upstream
+        skips every nominated pod; a nomination Karpenter published, or one whose node is
+        gone, leaves the pod provisionable, and the pass puts it back on that node first)."""
+        target = pod.nominated_node_name
+        if not target or self.nodes.raw(target) is None:
+            return False
+        return any(p.deleting for p in self.pods_on(target))
 
     def pods_in_motion(self, now: float, recent_s: float) -> int:
         """Pods the kube-scheduler is about to place: those still bound to a Node being

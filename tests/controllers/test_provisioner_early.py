@@ -97,7 +97,7 @@ def test_first_seen_not_creation_times_the_wait() -> None:
 
 @pytest.mark.parametrize(
     "change",
-    ["daemonset", "mirror", "nominated", "deleting", "opt-out"],
+    ["daemonset", "mirror", "preempting", "deleting", "opt-out"],
 )
 def test_what_upstream_never_provisions_is_never_early(change: str) -> None:
     """DaemonSet, mirror, preempting, deleting and opted-out pods stay out however long."""
@@ -107,8 +107,12 @@ def test_what_upstream_never_provisions_is_never_early(change: str) -> None:
         obj["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "d", "apiVersion": "v"}]
     elif change == "mirror":
         obj["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "x"}
-    elif change == "nominated":
+    elif change == "preempting":  # the scheduler evicts a pod on n2 for it
         obj["status"]["nominatedNodeName"] = "n2"
+        state.nodes.upsert({"kind": "Node", "metadata": {"name": "n2", "resourceVersion": "1"}})
+        victim = _pod("victim", nodeName="n2")
+        victim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        state.pods.upsert(victim)
     elif change == "deleting":
         obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     else:

@@ -105,12 +105,12 @@ def test_objects_that_do_not_decode_are_kept_out_of_values() -> None:
         pytest.param({"unschedulable": False}, False, id="not-yet-judged-by-scheduler"),
         pytest.param({"daemonset": True}, False, id="daemonset-pod"),
         pytest.param({"mirror": True}, False, id="mirror-pod"),
-        pytest.param({"nominated": "n2"}, False, id="preempting"),
         pytest.param({"deleting": True}, False, id="deleting"),
     ],
 )
 def test_provisionable_pods(changes: dict[str, Any], expected: bool) -> None:
-    """Upstream's IsProvisionable: Unschedulable, unbound, not nominated, not DS/mirror."""
+    """Upstream's IsProvisionable: Unschedulable, unbound, not DS/mirror (preempting:
+    ``test_a_preempting_pod_waits_and_a_published_nomination_does_not``)."""
     spec = {"nodeName": changes["nodeName"]} if "nodeName" in changes else {}
     obj = _pod("p", 1, unschedulable=changes.get("unschedulable", True), **spec)
     if changes.get("daemonset"):
@@ -119,14 +119,44 @@ def test_provisionable_pods(changes: dict[str, Any], expected: bool) -> None:
         ]
     if changes.get("mirror"):
         obj["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "x"}
-    if "nominated" in changes:
-        obj["status"]["nominatedNodeName"] = changes["nominated"]
     if changes.get("deleting"):
         obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     state = ClusterState()
     state.pods.apply("ADDED", obj)
     pod = state.pods.get("ns/p")
     assert pod is not None and is_provisionable(pod) is expected
+
+
+@pytest.mark.parametrize(
+    ("node", "victim", "expected"),
+    [
+        pytest.param(True, True, False, id="preemption-in-progress"),
+        pytest.param(True, False, True, id="nominated-to-a-node-with-no-victims"),
+        pytest.param(False, False, True, id="nominated-to-a-node-that-is-gone"),
+    ],
+)
+def test_a_preempting_pod_waits_and_a_published_nomination_does_not(
+    node: bool, victim: bool, expected: bool
+) -> None:
+    """A pod whose nominatedNodeName names a Node with a pod being deleted waits for the
+    kube-scheduler's preemption (upstream skips every nominated pod). One nominated where
+    nothing is being evicted (Karpenter's PublishNominations, or victims already gone) or to a
+    Node that no longer exists stays provisionable: otherwise a nomination that cannot be
+    honoured would strand the pod, since the scheduler keeps it until the pod binds."""
+    state = ClusterState()
+    if node:
+        state.nodes.apply("ADDED", _node("n2", 1, "sim://n2"))
+        bound = _pod("victim", 2, unschedulable=False, nodeName="n2")
+        if victim:
+            bound["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        state.pods.apply("ADDED", bound)
+    obj = _pod("p", 3)
+    obj["status"]["nominatedNodeName"] = "n2"
+    state.pods.apply("ADDED", obj)
+    pod = state.pods.get("ns/p")
+    assert pod is not None and is_provisionable(pod)
+    assert state.preempting(pod) is not expected
+    assert [p.key for p in state.provisionable_pods()] == (["ns/p"] if expected else [])
 
 
 def test_synced_waits_for_every_claim_to_launch() -> None:

@@ -37,7 +37,7 @@ NEEDED = [
     ("list", "storage.k8s.io", "csinodes", ""), ("list", "", "persistentvolumes", ""),
     ("list", "", "persistentvolumeclaims", ""), ("watch", "karpenter.sh", "nodepools", ""),
     ("list", "storage.k8s.io", "volumeattachments", ""), ("get", "", "persistentvolumeclaims", ""),
-    ("patch", "karpenter.sh", "nodeclaims/status", ""),
+    ("patch", "karpenter.sh", "nodeclaims/status", ""), ("patch", "", "pods/status", ""),
     ("patch", "karpenter.k8s.aws", "ec2nodeclasses/status", ""),
     ("watch", "karpenter.k8s.aws", "ec2nodeclasses", ""),
     ("create", "karpenter.sh", "nodeclaims", ""), ("list", "karpenter.sh", "nodeoverlays", ""),
