@@ -24,7 +24,7 @@ up registration (the pod then binds wherever the scheduler likes, as without thi
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 import anyio
 import structlog
@@ -35,17 +35,24 @@ from karpenter.kube import errors
 from karpenter.kube.client import PODS
 from karpenter.state.cluster import ClusterState
 
+SENT_KEYS = 20_000  # pods remembered as written (the watch may not have brought them back)
 
-def planned_pods(state: ClusterState, targets: Collection[str], node_name: str) -> list[Pod]:
+
+def planned_pods(
+    state: ClusterState,
+    targets: Collection[str],
+    node_name: str,
+    sent: Mapping[str, str] | None = None,
+) -> list[Pod]:
     """Pending pods the provisioner placed on one of ``targets`` (a NodeClaim's name, its
-    Node's name) that do not name ``node_name`` yet, in key order."""
+    Node's name) that do not name ``node_name`` yet (nor were just written to), in key order."""
     keys = sorted(k for k, (target, _) in state.nominations.items() if target in targets)
     out = []
     for key in keys:
         pod = state.pods.get(key)
         if pod is None or pod.node_name or not pod.is_active():
             continue
-        if pod.nominated_node_name != node_name:
+        if node_name not in (pod.nominated_node_name, (sent or {}).get(key)):
             out.append(pod)
     return out
 
@@ -59,11 +66,14 @@ class NominationPublisher:
         self.state = ctx.state
         self.metrics = ctx.metrics
         self._log = structlog.get_logger().bind(controller="nominations")
+        # pod key → the node last written, oldest first (bounded): a pass that runs before the
+        # watch brings a written pod back does not write it again
+        self.sent: dict[str, str] = {}
 
     async def publish(self, targets: Collection[str], node_name: str) -> int:
         """Nominate ``node_name`` for the pending pods placed on any of ``targets``; how many
         pods were written."""
-        pods = planned_pods(self.state, targets, node_name)
+        pods = planned_pods(self.state, targets, node_name, self.sent)
         written = 0
 
         async def one(pod: Pod) -> None:
@@ -80,10 +90,15 @@ class NominationPublisher:
                 self._log.debug("nomination not written", pod=pod.key, error=str(err))
                 return
             written += 1
+            self.sent.pop(pod.key, None)
+            self.sent[pod.key] = node_name
+            if len(self.sent) > SENT_KEYS:
+                del self.sent[next(iter(self.sent))]
 
         async with anyio.create_task_group() as tg:
             for pod in pods:
                 tg.start_soon(one, pod)
         if written:
             self.metrics.pods_nominated.inc(written)
+            self._log.debug("nominated", node=node_name, pods=written)
         return written

@@ -354,15 +354,20 @@ class Provisioner(Controller):
             pods = [p for p in placed if not is_virtual(p)]
             for pod in pods:
                 self.state.nominate(pod.key, node_name, until)
-            kind = "node" if self.state.nodes.raw(node_name) is not None else "nodeclaim"
+            node = self.state.nodes.raw(node_name)
+            kind = "node" if node is not None else "nodeclaim"
             message = f"Pod should schedule on: {kind}/{node_name}"
             batch.extend((pod, events.NORMAL, "Nominated", message) for pod in pods)
-            if kind == "node":
+            # An unregistered Node's pods are published by its registration, before its
+            # karpenter.sh/unregistered taint goes; a Node not Karpenter's is the scheduler's.
+            labels = (codec.meta(node).get("labels") or {}) if node is not None else {}
+            if labels.get(lbl.REGISTERED) == "true":
                 registered.append(node_name)
         await self._publish(batch)
-        if self.nominations is not None:
-            for node_name in registered:
-                await self.nominations.publish((node_name,), node_name)
+        if self.nominations is not None and registered:
+            async with anyio.create_task_group() as tg:
+                for node_name in registered:
+                    tg.start_soon(self.nominations.publish, (node_name,), node_name)
 
     def _log_unschedulable(self, results: Results) -> None:
         """Log each pod that became unschedulable (or whose reason changed) once; the pass
