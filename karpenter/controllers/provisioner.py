@@ -41,7 +41,6 @@ from karpenter.aio.batcher import Batcher
 from karpenter.cloud.provider import CloudProviderError
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.launching import create_nodeclaim, instance_types
-from karpenter.controllers.nominations import NominationPublisher
 from karpenter.controllers.spreadselectors import SpreadSelectors
 from karpenter.core.buffers import is_virtual
 from karpenter.core.model import labels as lbl
@@ -101,9 +100,6 @@ class Provisioner(Controller):
     # buffers' virtual pods went (the snapshot carries them; they are scheduled with the real
     # pending pods but never nominated or reported as pods).
     after_pass: Callable[[Results, Sequence[Pod]], Awaitable[None]] | None = None
-    # Set by the composition root with PublishNominations: pods placed on a registered Node
-    # are nominated to it at once (a claim's pods are nominated when its Node registers).
-    nominations: NominationPublisher | None = None
 
     def __init__(
         self,
@@ -349,25 +345,14 @@ class Provisioner(Controller):
         """Pods the pass placed on existing or in-flight capacity (deduplicated per node)."""
         until = self.clock.now() + self.nomination_s
         batch: list[_Event] = []
-        registered: list[str] = []
         for node_name, placed in results.existing:
             pods = [p for p in placed if not is_virtual(p)]
             for pod in pods:
                 self.state.nominate(pod.key, node_name, until)
-            node = self.state.nodes.raw(node_name)
-            kind = "node" if node is not None else "nodeclaim"
+            kind = "node" if self.state.nodes.raw(node_name) is not None else "nodeclaim"
             message = f"Pod should schedule on: {kind}/{node_name}"
             batch.extend((pod, events.NORMAL, "Nominated", message) for pod in pods)
-            # An unregistered Node's pods are published by its registration, before its
-            # karpenter.sh/unregistered taint goes; a Node not Karpenter's is the scheduler's.
-            labels = (codec.meta(node).get("labels") or {}) if node is not None else {}
-            if labels.get(lbl.REGISTERED) == "true":
-                registered.append(node_name)
         await self._publish(batch)
-        if self.nominations is not None and registered:
-            async with anyio.create_task_group() as tg:
-                for node_name in registered:
-                    tg.start_soon(self.nominations.publish, (node_name,), node_name)
 
     def _log_unschedulable(self, results: Results) -> None:
         """Log each pod that became unschedulable (or whose reason changed) once; the pass

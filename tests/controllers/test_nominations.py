@@ -1,0 +1,42 @@
+"""Which pods a registration nominates to its Node (the writes run on a real apiserver in
+``tests/e2e/test_nominations.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from karpenter.controllers.nominations import planned_pods
+from karpenter.state.cluster import ClusterState
+
+
+def _pod(name: str, **status: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": name, "resourceVersion": "1"}
+    if status.pop("bound", False):
+        spec["nodeName"] = "n1"
+    if status.pop("deleting", False):
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def test_only_pending_pods_placed_there_and_not_named_yet_are_nominated() -> None:
+    """A claim's registration nominates the pods placed on the claim (or on its Node) that are
+    pending, alive, and neither carry that Node yet nor were just written with it."""
+    state = ClusterState()
+    pods = {
+        "mine": _pod("mine"),
+        "on-node-name": _pod("on-node-name"),
+        "bound": _pod("bound", bound=True),
+        "deleting": _pod("deleting", deleting=True),
+        "already": _pod("already", nominatedNodeName="n1"),
+        "elsewhere-before": _pod("elsewhere-before", nominatedNodeName="n9"),
+        "sent": _pod("sent"),
+        "other-claim": _pod("other-claim"),
+    }
+    for name, obj in pods.items():
+        state.pods.upsert(obj)
+        target = {"on-node-name": "n1", "other-claim": "c2"}.get(name, "c1")
+        state.nominate(f"ns/{name}", target, until=100.0)
+    state.nominate("ns/gone", "c1", until=100.0)  # the pod was deleted since
+    found = planned_pods(state, ("c1", "n1"), "n1", {"ns/sent": "n1"})
+    assert [p.name for p in found] == ["elsewhere-before", "mine", "on-node-name"]
