@@ -62,7 +62,7 @@ def planned_pods(
 
 class NominationPublisher:
     """Writes ``status.nominatedNodeName`` for planned pods (a port the lifecycle controller
-    and the provisioner call; nothing of its own runs)."""
+    calls at registration; nothing of its own runs)."""
 
     def __init__(self, ctx: ControllerContext) -> None:
         # The controller's own client and throttle: one write per pending pod is the
@@ -72,8 +72,8 @@ class NominationPublisher:
         self.state = ctx.state
         self.metrics = ctx.metrics
         self._log = structlog.get_logger().bind(controller="nominations")
-        # pod key → the node last written, oldest first (bounded): a pass that runs before the
-        # watch brings a written pod back does not write it again
+        # pod key → the node last written, oldest first (bounded): a registration retried
+        # before the watch brings a written pod back (a Conflict) does not write it again
         self.sent: dict[str, str] = {}
 
     async def publish(self, targets: Collection[str], node_name: str) -> int:

@@ -24,7 +24,6 @@ from typing import Any
 import aiohttp
 import anyio
 
-from karpenter.aio.clock import Clock
 from karpenter.aio.ratelimit import TokenBucket
 from karpenter.kube import errors, transport
 
@@ -125,15 +124,6 @@ class KubeClient:
         self.limiter = limiter
         self.max_in_flight = max_in_flight
         self._slots: anyio.Semaphore | None = None  # made on first use, inside the loop
-
-    def with_own_throttle(self, clock: Clock) -> KubeClient:
-        """This client's session and credentials with a throttle of its own (the same QPS and
-        burst) and its own in-flight slots: for a writer whose requests must not queue behind
-        the controller's (or hold them up)."""
-        if self.limiter is None:
-            return self
-        own = TokenBucket(clock, self.limiter.rate, self.limiter.burst)
-        return KubeClient(self.http, self.creds, own, self.max_in_flight)
 
     def _slot(self) -> anyio.Semaphore:
         if self._slots is None:

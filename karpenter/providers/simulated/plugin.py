@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from karpenter.aio.clock import Clock
+from karpenter.aio.ratelimit import TokenBucket
 from karpenter.cloud.plugin import Host, Plugin
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.kube.client import KubeClient
@@ -30,7 +31,11 @@ def machines_client(kube: KubeClient, clock: Clock) -> KubeClient:
     spent about three writes per launch of its budget (measured on kwok: 181 launches in a
     burst took 10 s from launch to registration, the controller's own writes queued behind the
     machines'), which no real cluster charges to Karpenter."""
-    return kube.with_own_throttle(clock)
+    limiter = kube.limiter
+    if limiter is None:
+        return kube
+    own = TokenBucket(clock, limiter.rate, limiter.burst)
+    return KubeClient(kube.http, kube.creds, own, kube.max_in_flight)
 
 
 @dataclass(frozen=True, slots=True)
