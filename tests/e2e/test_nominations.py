@@ -34,6 +34,17 @@ async def _running(kube: kc.KubeClient, ns: str) -> list[dict[str, Any]]:
     return running if len(running) == len(PODS) else []
 
 
+async def _run_pods(kube: kc.KubeClient, prefix: str) -> tuple[str, str, list[dict[str, Any]]]:
+    """A NodePool and the four pods in a fresh namespace; (pool, namespace, the pods Running)."""
+    pool = harness.unique(prefix)
+    ns = await harness.namespace(kube)
+    await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+    for name, cpu in PODS:
+        await kube.create(kc.PODS, harness.pod(name, pool, cpu=cpu), ns)
+    running = await harness.eventually(lambda: _running(kube, ns), "every pod Running")
+    return pool, ns, running
+
+
 @pytest.mark.asyncio
 async def test_pods_run_on_the_nodes_planned_for_them(control_plane: ControlPlane) -> None:
     """Each pod is nominated to its claim's Node and runs there; no third node is bought."""
@@ -41,12 +52,7 @@ async def test_pods_run_on_the_nodes_planned_for_them(control_plane: ControlPlan
         harness.running(control_plane.kubeconfig, catalog=CATALOG, boot_delay_s=2.0) as op,
         kc.connect(control_plane.kubeconfig) as kube,
     ):
-        pool = harness.unique("nnn")
-        ns = await harness.namespace(kube)
-        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
-        for name, cpu in PODS:
-            await kube.create(kc.PODS, harness.pod(name, pool, cpu=cpu), ns)
-        running = await harness.eventually(lambda: _running(kube, ns), "every pod Running")
+        pool, ns, running = await _run_pods(kube, "nnn")
         claims = await harness.claims_of(kube, pool)
         node_of_claim = {codec.name(c): (c.get("status") or {}).get("nodeName") for c in claims}
         assert len(claims) == 2, sorted(node_of_claim)
@@ -73,11 +79,6 @@ async def test_gate_off_nominates_nothing(control_plane: ControlPlane) -> None:
         kc.connect(control_plane.kubeconfig) as kube,
     ):
         assert op.lifecycle.nominations is None
-        pool = harness.unique("nnn-off")
-        ns = await harness.namespace(kube)
-        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
-        for name, cpu in PODS:
-            await kube.create(kc.PODS, harness.pod(name, pool, cpu=cpu), ns)
-        running = await harness.eventually(lambda: _running(kube, ns), "every pod Running")
+        pool, ns, running = await _run_pods(kube, "nnn-off")
         assert not [p for p in running if p["status"].get("nominatedNodeName")]
         await harness.cleanup(kube, pool, ns)
