@@ -34,13 +34,24 @@ async def _running(kube: kc.KubeClient, ns: str) -> list[dict[str, Any]]:
     return running if len(running) == len(PODS) else []
 
 
+async def _unschedulable(kube: kc.KubeClient, ns: str) -> bool:
+    pods, _ = await kube.list(kc.PODS, ns)
+    conditions = [c for p in pods for c in p["status"].get("conditions") or []]
+    judged = [c for c in conditions if c["type"] == "PodScheduled" and c["status"] == "False"]
+    return len(judged) == len(PODS)
+
+
 async def _run_pods(kube: kc.KubeClient, prefix: str) -> tuple[str, str, list[dict[str, Any]]]:
-    """A NodePool and the four pods in a fresh namespace; (pool, namespace, the pods Running)."""
+    """The four pods in a fresh namespace, then their NodePool; (pool, namespace, the pods
+    Running). The pool comes once the scheduler has judged every pod, so one pass places all
+    four before any Node is up (a pod placed later, on a Node already registered, is left to
+    the scheduler and not nominated)."""
     pool = harness.unique(prefix)
     ns = await harness.namespace(kube)
-    await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
     for name, cpu in PODS:
         await kube.create(kc.PODS, harness.pod(name, pool, cpu=cpu), ns)
+    await harness.eventually(lambda: _unschedulable(kube, ns), "every pod Unschedulable")
+    await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
     running = await harness.eventually(lambda: _running(kube, ns), "every pod Running")
     return pool, ns, running
 
