@@ -49,9 +49,8 @@ def planned_pods(
 ) -> list[Pod]:
     """Pending pods the provisioner placed on one of ``targets`` (a NodeClaim's name, its
     Node's name) that do not name ``node_name`` yet (nor were just written to), in key order."""
-    keys = sorted(k for k, (target, _) in state.nominations.items() if target in targets)
     out = []
-    for key in keys:
+    for key in state.nominated_to(targets):
         pod = state.pods.get(key)
         if pod is None or pod.node_name or not pod.is_active():
             continue

@@ -9,7 +9,7 @@ and must not block: they mark work for their controller and return.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
@@ -240,6 +240,9 @@ class ClusterState:
         self.unavailable = UnavailableOfferings()
         # pod key → (node or NodeClaim the provisioner placed it on, until when)
         self.nominations: dict[str, tuple[str, float]] = {}
+        # and back: target → pod keys (a registration asks for its claim's pods without a scan
+        # of every nomination: 4000 registrations × 20k pending pods would be quadratic)
+        self._nominated_to: dict[str, set[str]] = {}
 
     def subscribe(self, listener: Listener) -> None:
         """Call ``listener(kind, key, raw_or_None)`` after every change."""
@@ -366,13 +369,32 @@ class ClusterState:
     def nominate(self, pod_key: str, target: str, until: float) -> None:
         """Record that the provisioner placed a pending pod on ``target`` (a Node or NodeClaim
         name) until ``until``: disruption leaves such nodes alone while the pod binds."""
+        previous = self.nominations.get(pod_key)
+        if previous is not None:
+            self._forget_nomination(pod_key, previous[0])
         self.nominations[pod_key] = (target, until)
+        self._nominated_to.setdefault(target, set()).add(pod_key)
+
+    def _forget_nomination(self, pod_key: str, target: str) -> None:
+        keys = self._nominated_to.get(target)
+        if keys is not None:
+            keys.discard(pod_key)
+            if not keys:
+                del self._nominated_to[target]
+
+    def nominated_to(self, targets: Collection[str]) -> list[str]:
+        """Keys of the pods the provisioner placed on any of ``targets`` (live nominations and
+        those expired since the last pass), in key order."""
+        found: set[str] = set()
+        for target in targets:
+            found |= self._nominated_to.get(target, set())
+        return sorted(found)
 
     def with_nominations(self, pods: Sequence[Pod], now: float) -> tuple[Pod, ...]:
         """``pods`` with live nominations as ``nominated_node_name`` (by Node name, or by
         NodeClaim name while the claim has no Node)."""
         for key in [k for k, (_, until) in self.nominations.items() if until <= now]:
-            del self.nominations[key]
+            self._forget_nomination(key, self.nominations.pop(key)[0])
         out = []
         for pod in pods:
             entry = self.nominations.get(pod.key)

@@ -40,3 +40,20 @@ def test_only_pending_pods_placed_there_and_not_named_yet_are_nominated() -> Non
     state.nominate("ns/gone", "c1", until=100.0)  # the pod was deleted since
     found = planned_pods(state, ("c1", "n1"), "n1", {"ns/sent": "n1"})
     assert [p.name for p in found] == ["elsewhere-before", "mine", "on-node-name"]
+
+
+def test_the_index_follows_renominations_and_expiry() -> None:
+    """A pod nominated elsewhere leaves its old target's list; an expired nomination leaves
+    every list (the index a registration reads instead of scanning every nomination)."""
+    state = ClusterState()
+    for name in ("a", "b"):
+        state.pods.upsert(_pod(name))
+    state.nominate("ns/a", "c1", until=10.0)
+    state.nominate("ns/b", "c1", until=20.0)
+    assert state.nominated_to(("c1",)) == ["ns/a", "ns/b"]
+    state.nominate("ns/a", "c2", until=30.0)
+    assert state.nominated_to(("c1",)) == ["ns/b"]
+    assert state.nominated_to(("c1", "c2")) == ["ns/a", "ns/b"]
+    state.with_nominations([], now=25.0)  # a pass: b's nomination has expired
+    assert state.nominated_to(("c1", "c2")) == ["ns/a"]
+    assert "ns/b" not in state.nominations
