@@ -434,7 +434,7 @@ class LocalControlPlane:
             "--leader-elect=false",
             # As Kubernetes 1.35 runs by default (beta there, alpha and off in the pinned
             # 1.34): a nominatedNodeName set by another component (Karpenter's
-            # PublishNominations) survives the pod's failed attempts until it binds.
+            # PublishNominations) survives the pod's failed attempts (but for preemption's).
             "--feature-gates=NominatedNodeNameForExpectation=true",
             *(self.client_rate.args() if self.client_rate else []),
             "--v=1",
