@@ -13,8 +13,9 @@ lower priority, so no other pod takes its slot. Since Kubernetes 1.35
 (``NominatedNodeNameForExpectation``, beta) the scheduler also keeps a nomination set by
 another component when an attempt fails, which is what KEP-5278 made it for: autoscalers saying
 where a pod will go (its preemption step still clears one when an attempt finds nothing to
-preempt, so some pods lose theirs and bind by scoring: 92-98% kept them in the basic burst). On older schedulers the nomination lasts until the pod's next failed
-attempt, so it still helps when it lands just before the node becomes schedulable.
+preempt, so some pods lose theirs and bind by scoring: 92-98% kept them in the basic burst).
+On older schedulers the nomination lasts until the pod's next failed attempt, so it still helps
+when it lands just before the node becomes schedulable.
 
 So when a claim's Node registers (it still carries ``karpenter.sh/unregistered``, so nothing
 can bind there yet), the lifecycle controller calls ``publish`` for the pods placed on the claim
