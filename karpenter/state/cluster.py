@@ -171,6 +171,16 @@ def _pending_workload(pod: Pod) -> bool:
     )
 
 
+def _discard(index: dict[str, set[str]], key: str, member: str) -> None:
+    """Take ``member`` out of ``index[key]``, and the key out once its set is empty (the
+    mirror's reverse indexes must not keep a key per object ever seen)."""
+    members = index.get(key)
+    if members is not None:
+        members.discard(member)
+        if not members:
+            del index[key]
+
+
 def opts_out(pod: Pod) -> bool:
     """The pod requires ``karpenter.sh/nodepool DoesNotExist`` in every required node-affinity
     term: it is configured never to run on a Karpenter node, so it is dropped silently."""
@@ -262,10 +272,7 @@ class ClusterState:
     def _index_node(self, name: str, obj: Obj | None) -> None:
         old = self._node_provider.pop(name, "")
         if old:
-            names = self._provider_nodes.get(old, set())
-            names.discard(name)
-            if not names:
-                self._provider_nodes.pop(old, None)
+            _discard(self._provider_nodes, old, name)
         new = str(((obj or {}).get("spec") or {}).get("providerID") or "")
         if obj is not None and new:
             self._node_provider[name] = new
@@ -274,10 +281,7 @@ class ClusterState:
     def _index_pod(self, key: str, obj: Obj | None) -> None:
         old = self._pod_node.pop(key, "")
         if old:
-            keys = self._node_pods.get(old, set())
-            keys.discard(key)
-            if not keys:
-                self._node_pods.pop(old, None)
+            _discard(self._node_pods, old, key)
         node = str(((obj or {}).get("spec") or {}).get("nodeName") or "")
         if obj is not None and node:
             self._pod_node[key] = node
@@ -285,10 +289,7 @@ class ClusterState:
 
     def _index_claim(self, key: str, obj: Obj | None) -> None:
         for ident in self._claim_ids.pop(key, ()):
-            names = self._claims_by.get(ident, set())
-            names.discard(key)
-            if not names:
-                self._claims_by.pop(ident, None)
+            _discard(self._claims_by, ident, key)
         status = (obj or {}).get("status") or {}
         pairs = (("id:", status.get("providerID")), ("node:", status.get("nodeName")))
         idents = tuple(f"{prefix}{value}" for prefix, value in pairs if obj is not None and value)
@@ -371,16 +372,9 @@ class ClusterState:
         name) until ``until``: disruption leaves such nodes alone while the pod binds."""
         previous = self.nominations.get(pod_key)
         if previous is not None:
-            self._forget_nomination(pod_key, previous[0])
+            _discard(self._nominated_to, previous[0], pod_key)
         self.nominations[pod_key] = (target, until)
         self._nominated_to.setdefault(target, set()).add(pod_key)
-
-    def _forget_nomination(self, pod_key: str, target: str) -> None:
-        keys = self._nominated_to.get(target)
-        if keys is not None:
-            keys.discard(pod_key)
-            if not keys:
-                del self._nominated_to[target]
 
     def nominated_to(self, targets: Collection[str]) -> list[str]:
         """Keys of the pods the provisioner placed on any of ``targets`` (live nominations and
@@ -394,7 +388,7 @@ class ClusterState:
         """``pods`` with live nominations as ``nominated_node_name`` (by Node name, or by
         NodeClaim name while the claim has no Node)."""
         for key in [k for k, (_, until) in self.nominations.items() if until <= now]:
-            self._forget_nomination(key, self.nominations.pop(key)[0])
+            _discard(self._nominated_to, self.nominations.pop(key)[0], key)
         out = []
         for pod in pods:
             entry = self.nominations.get(pod.key)
