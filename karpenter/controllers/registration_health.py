@@ -30,6 +30,11 @@ class RegistrationHealth(Controller):
         super().__init__(ctx, "nodepool.registrationhealth")
         self.interval_s = interval_s
         self.windows: dict[str, registration.History] = {}  # NodePool uid → outcomes
+        # NodePool uid → the status a write in flight is setting. A burst of registrations
+        # observes concurrently: without this, every observer reads the stored condition
+        # before the first write lands and writes the same flip (66 NodePool writes for one
+        # flip in a 140-node burst, each on the controller's QPS and its conflict retries).
+        self._writing: dict[str, str] = {}
 
     async def observe(
         self, claim: NodeClaim, owners: list[Obj], registered: bool, reason: str, message: str
@@ -42,15 +47,21 @@ class RegistrationHealth(Controller):
         if not any(o.get("kind") == "NodePool" and o.get("uid") == uid for o in owners):
             return  # a claim the NodePool does not own (static or foreign) says nothing of it
         current = codec.condition(raw, CONDITION)
-        status = current.get("status") if current is not None else None
-        window = self.windows.get(uid) or registration.seeded(status)
-        flip = registration.transition(window, registered, status)
+        stored = current.get("status") if current is not None else None
+        window = self.windows.get(uid) or registration.seeded(stored)
+        flip = registration.transition(window, registered, self._writing.get(uid, stored))
         self.windows[uid] = window.record(registered)
         if flip is None:
             return
         if flip == registration.TRUE:
             reason, message = CONDITION, ""
-        await self._write(claim.nodepool, raw, flip, reason, message)
+        self._writing[uid] = flip
+        try:
+            await self._write(claim.nodepool, raw, flip, reason, message)
+        finally:
+            # written (the mirror now shows it) or failed (the next outcome tries again)
+            if self._writing.get(uid) == flip:
+                del self._writing[uid]
         self._log.info("registration health", nodepool=claim.nodepool, status=flip, reason=reason)
 
     async def run(self) -> None:

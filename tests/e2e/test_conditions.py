@@ -184,6 +184,50 @@ async def test_node_shape_inconsistency_is_reported(control_plane: ControlPlane)
         await harness.cleanup(kube, pool, ns)
 
 
+class _CountingKube(kc.KubeClient):
+    """The real client, counting the status writes it sends per resource."""
+
+    status_writes: dict[str, int]
+
+    async def merge_patch(self, res: kc.Resource, name: str, *args: Any, **kw: Any) -> Obj:
+        if kw.get("subresource") == "status":
+            counts = self.__dict__.setdefault("status_writes", {})
+            counts[res.kind] = counts.get(res.kind, 0) + 1
+        return await super().merge_patch(res, name, *args, **kw)
+
+
+@pytest.mark.asyncio
+async def test_a_burst_of_registrations_writes_the_flip_once(control_plane: ControlPlane) -> None:
+    """Forty registrations observed at once (a burst's lifecycle reconciles) flip
+    NodeRegistrationHealthy to True with one NodePool status write, not one per observer
+    racing the first write (each a 409 and a re-read on the controller's QPS)."""
+    clock = RealClock()
+    async with kc.connect(control_plane.kubeconfig) as plain:
+        kube = _CountingKube(plain.http, plain.creds, plain.limiter)
+        state = ClusterState()
+        async with anyio.create_task_group() as tg:
+            await tg.start(Informer(kube, kc.NODEPOOLS, state.nodepools, clock).run)
+            health = RegistrationHealth(context.controller_context(kube, clock, state=state))
+            pool_name = harness.unique("burst")
+            raw = await kube.create(kc.NODEPOOLS, harness.nodepool(pool_name))
+
+            async def mirrored() -> bool:
+                return state.nodepools.get(pool_name) is not None
+
+            await harness.eventually(mirrored, "the pool mirrored")
+            owners = [{"kind": "NodePool", "uid": codec.uid(raw)}]
+            async with anyio.create_task_group() as burst:
+                for i in range(40):
+                    claim = NodeClaim(f"c{i}", pool_name)
+                    burst.start_soon(health.observe, claim, owners, True, "", "")
+            current = await kube.get(kc.NODEPOOLS, pool_name)
+            cond = codec.condition(current, "NodeRegistrationHealthy") or {}
+            assert cond.get("status") == "True"
+            assert kube.status_writes == {"NodePool": 1}
+            await kube.delete(kc.NODEPOOLS, pool_name)
+            tg.cancel_scope.cancel()
+
+
 @pytest.mark.asyncio
 async def test_registration_health_resets_when_the_nodeclass_changes(
     control_plane: ControlPlane,
