@@ -28,9 +28,19 @@ class TokenBucket:
         self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
         self._stamp = now
 
-    async def acquire(self) -> None:
-        """Take one token, waiting until one is available."""
+    async def acquire(self, n: int = 1) -> None:
+        """Take ``n`` tokens (one reservation, in arrival order), waiting until they are due."""
+        if n < 1:
+            raise ValueError(f"tokens must be positive, got {n}")
         self._refill()
-        self._tokens -= 1
+        self._tokens -= n
         if self._tokens < 0:
             await self.clock.sleep(-self._tokens / self.rate)
+
+    def try_acquire(self) -> bool:
+        """Take one token if one is there now (client-go's ``TryAccept``); never waits."""
+        self._refill()
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True

@@ -251,9 +251,19 @@ class Lifecycle(Controller):
         ):
             await self._ensure_finalizer(node)
             return None
-        if self.nominations is not None:
-            await self.nominations.publish((claim.name, codec.name(node)), codec.name(node))
-        patched = await self._sync_node(node, raw, claim)
+        if self.nominations is None:
+            patched = await self._sync_node(node, raw, claim)
+        else:
+            name = codec.name(node)
+            pods = self.nominations.pending((claim.name, name), name)
+            # One reservation of the throttle for the nominations and the Node write that
+            # opens the node, sent back to back: queued behind the tokens that other
+            # registrations of a burst took meanwhile, the Node write came 1.5-2.4 s after its
+            # nominations, and every attempt the kube-scheduler made for those pods in that
+            # gap found the node still tainted and cleared the nomination.
+            await self.kube.reserve(len(pods) + 1)
+            await self.nominations.write(pods, name, throttle=False)
+            patched = await self._sync_node(node, raw, claim, throttle=False)
         self.state.nodes.upsert(patched)
         status["nodeName"] = codec.name(node)
         codec.set_condition(conds, "Registered", "True", "Registered", "", now)
@@ -299,7 +309,9 @@ class Lifecycle(Controller):
         except errors.ApiError as err:
             self._log.warning("registration health not written", error=str(err))
 
-    async def _sync_node(self, node: Obj, raw: Obj, claim: NodeClaim) -> Obj:
+    async def _sync_node(
+        self, node: Obj, raw: Obj, claim: NodeClaim, *, throttle: bool = True
+    ) -> Obj:
         meta = codec.meta(node)
         labels = dict(meta.get("labels") or {})
         labels.update(claim.labels)
@@ -328,7 +340,7 @@ class Lifecycle(Controller):
         if finalizers is not None:
             ops += _list_ops("/metadata/finalizers", meta.get("finalizers"), finalizers)
         try:
-            return await self.kube.json_patch(NODES, codec.name(node), ops)
+            return await self.kube.json_patch(NODES, codec.name(node), ops, throttle=throttle)
         except errors.Invalid as err:
             # a failed ``test``: a list changed since it was read
             raise errors.Conflict(409, "Conflict", str(err)) from err

@@ -18,8 +18,9 @@ On older schedulers the nomination lasts until the pod's next failed attempt, so
 when it lands just before the node becomes schedulable.
 
 So when a claim's Node registers (it still carries ``karpenter.sh/unregistered``, so nothing
-can bind there yet), the lifecycle controller calls ``publish`` for the pods placed on the claim
-(by any pass so far) before it removes that taint. Pods already bound, already nominated there
+can bind there yet), the lifecycle controller ``write``s the ``pending`` pods placed on the claim
+(by any pass so far), then removes that taint, on one reservation of the client's throttle so the
+Node write follows its nominations at once. Pods already bound, already nominated there
 or just written are skipped; a failed write is logged and never holds up registration (the pod
 then binds wherever the scheduler likes, as without this). A pass does not publish: placing pods
 on capacity that is already up, from a mirror that may trail a burst by seconds, it would
@@ -77,10 +78,13 @@ class NominationPublisher:
         # before the watch brings a written pod back (a Conflict) does not write it again
         self.sent: dict[str, str] = {}
 
-    async def publish(self, targets: Collection[str], node_name: str) -> int:
-        """Nominate ``node_name`` for the pending pods placed on any of ``targets``; how many
-        pods were written."""
-        pods = planned_pods(self.state, targets, node_name, self.sent)
+    def pending(self, targets: Collection[str], node_name: str) -> list[Pod]:
+        """The pods ``write`` would nominate to ``node_name`` for these targets."""
+        return planned_pods(self.state, targets, node_name, self.sent)
+
+    async def write(self, pods: Collection[Pod], node_name: str, *, throttle: bool = True) -> int:
+        """Nominate ``node_name`` for ``pods``, all at once; how many were written.
+        ``throttle=False`` when the caller reserved their tokens (``KubeClient.reserve``)."""
         written = 0
 
         async def one(pod: Pod) -> None:
@@ -89,7 +93,12 @@ class NominationPublisher:
             try:
                 # the watch brings the pod back; decoding 1000 answers here would only cost CPU
                 await self.kube.merge_patch(
-                    PODS, pod.name, patch, namespace=pod.namespace, subresource="status"
+                    PODS,
+                    pod.name,
+                    patch,
+                    namespace=pod.namespace,
+                    subresource="status",
+                    throttle=throttle,
                 )
             except errors.ApiError as err:
                 # NotFound (the pod went), Forbidden (no RBAC for pods/status): the pod binds

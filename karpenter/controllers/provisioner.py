@@ -38,6 +38,7 @@ import anyio.to_thread
 
 from karpenter.aio import allocator
 from karpenter.aio.batcher import Batcher
+from karpenter.aio.ratelimit import TokenBucket
 from karpenter.cloud.provider import CloudProviderError
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.launching import create_nodeclaim, instance_types
@@ -63,6 +64,10 @@ HISTORY_KEYS = 20_000  # claims / pods kept in ``created_at`` / ``placed_at``
 # wait holds up every pending pod.
 SYNC_WAIT_S = 3.0
 FAILED_SCHEDULING_DEDUPE_S = 300.0
+# Nominated Events, across all pods: upstream's rate (5/s, burst 10). A 1000-pod burst would
+# otherwise post 1000 Events (each an etcd write) while the apiserver, the kube-scheduler and
+# the nodes' agents are busiest; the nomination itself is in the logs and the pod's status.
+NOMINATED_EVENTS_QPS, NOMINATED_EVENTS_BURST = 5.0, 10
 # Early provisioning: a pod the kube-scheduler has not judged this long after it was first seen
 # is provisioned as if judged Unschedulable, until this long (then the scheduler's verdict again).
 EARLY_AFTER_S = 1.0
@@ -117,6 +122,9 @@ class Provisioner(Controller):
         # twice the batch window and 10 s); every pass that places the pod again renews it.
         self.nomination_s = max(2 * batch_max_s, 10.0)
         self.batcher: Batcher[str] = Batcher(self.clock, batch_idle_s, batch_max_s)
+        self.nominated_events = TokenBucket(
+            self.clock, NOMINATED_EVENTS_QPS, NOMINATED_EVENTS_BURST
+        )
         # Recent history for logs, tests and the latency benchmark, bounded: the controller
         # runs for months and must not grow with every pass, claim and pod it ever saw.
         self.passes: deque[PassReport] = deque(maxlen=HISTORY)
@@ -327,18 +335,27 @@ class Provisioner(Controller):
         _trim(self.placed_at)
         message = f"Pod should schedule on: nodeclaim/{name}"
         batch = [(p, events.NORMAL, "Nominated", message) for p in claim.pods if not is_virtual(p)]
-        await self._publish(batch)
+        await self._publish(batch, sample=self.nominated_events)
         return name
 
     async def _publish(
-        self, batch: Sequence[_Event], dedupe_s: float = events.DEFAULT_DEDUPE_S
+        self,
+        batch: Sequence[_Event],
+        dedupe_s: float = events.DEFAULT_DEDUPE_S,
+        sample: TokenBucket | None = None,
     ) -> None:
         """Hand a pass's Events to the recorder's background workers: a 1000-pod pass must
         not wait for 1000 round trips, nor spend the controller's client rate on them."""
         for pod, kind, reason, message in batch:
             reference = codec.pod_reference(pod)
             await self.recorder.publish(
-                reference, kind, reason, message, dedupe_s=dedupe_s, background=True
+                reference,
+                kind,
+                reason,
+                message,
+                dedupe_s=dedupe_s,
+                background=True,
+                sample=sample,
             )
 
     async def _report_nominations(self, results: Results) -> None:
@@ -352,7 +369,7 @@ class Provisioner(Controller):
             kind = "node" if self.state.nodes.raw(node_name) is not None else "nodeclaim"
             message = f"Pod should schedule on: {kind}/{node_name}"
             batch.extend((pod, events.NORMAL, "Nominated", message) for pod in pods)
-        await self._publish(batch)
+        await self._publish(batch, sample=self.nominated_events)
 
     def _log_unschedulable(self, results: Results) -> None:
         """Log each pod that became unschedulable (or whose reason changed) once; the pass

@@ -266,6 +266,14 @@ class KubeClient:
         pace themselves (the event recorder's own rate limit)."""
         return await self._json("POST", res.path(namespace), body=dict(body), throttle=throttle)
 
+    async def reserve(self, n: int) -> None:
+        """Take ``n`` tokens of the throttle at once, for ``n`` requests the caller then sends
+        with ``throttle=False`` back to back: a sequence whose last request unblocks others
+        (a registration's nominations, then the Node write that opens the node) does not
+        queue that last request behind every token other callers took meanwhile."""
+        if self.limiter is not None and n > 0:
+            await self.limiter.acquire(n)
+
     async def merge_patch(
         self,
         res: Resource,
@@ -273,6 +281,8 @@ class KubeClient:
         patch: Mapping[str, Any],
         namespace: str | None = None,
         subresource: str = "",
+        *,
+        throttle: bool = True,
     ) -> Obj:
         """JSON merge patch (RFC 7386); lists are replaced whole."""
         return await self._json(
@@ -280,6 +290,7 @@ class KubeClient:
             res.path(namespace, name, subresource),
             body=dict(patch),
             content_type=MERGE_PATCH,
+            throttle=throttle,
         )
 
     async def json_patch(
@@ -289,6 +300,8 @@ class KubeClient:
         ops: Sequence[Mapping[str, Any]],
         namespace: str | None = None,
         subresource: str = "",
+        *,
+        throttle: bool = True,
     ) -> Obj:
         """JSON patch (RFC 6902): a ``test`` op on resourceVersion makes it an optimistic lock."""
         return await self._json(
@@ -296,6 +309,7 @@ class KubeClient:
             res.path(namespace, name, subresource),
             body=[dict(op) for op in ops],
             content_type=JSON_PATCH,
+            throttle=throttle,
         )
 
     async def replace(

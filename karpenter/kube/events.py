@@ -84,8 +84,11 @@ class EventRecorder:
         *,
         dedupe_s: float = DEFAULT_DEDUPE_S,
         background: bool = False,
+        sample: TokenBucket | None = None,
     ) -> bool:
-        """Post one Event about ``involved`` (an ObjectReference); False when deduplicated.
+        """Post one Event about ``involved`` (an ObjectReference); False when deduplicated
+        or, with ``sample``, when that limiter has no token now (the Event is dropped, as
+        upstream's per-kind rate limiters drop theirs).
 
         ``background``: queue it for ``run``'s workers (posted inline when ``run`` is not
         running) and return at once."""
@@ -95,6 +98,8 @@ class EventRecorder:
         if last is not None and now - last < dedupe_s:
             return False
         self._recent[key] = now
+        if sample is not None and not sample.try_acquire():
+            return False
         if len(self._recent) > 10_000:
             self._recent = {k: t for k, t in self._recent.items() if now - t < dedupe_s}
         namespace = str(involved.get("namespace") or "default")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+import anyio
 import pytest
 
 from karpenter.aio.clock import RealClock
@@ -150,6 +151,38 @@ async def test_deleting_a_node_deletes_its_nodeclaim(control_plane: ControlPlane
         assert first["status"]["nodeName"] in op.node_termination.finalized
         assert isinstance(op.cloud, SimulatedCloud)
         assert await op.cloud.records.get(first["metadata"]["name"]) is None
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_nominated_events_are_sampled_at_upstreams_rate(control_plane: ControlPlane) -> None:
+    """A burst of 40 pods placed in one pass posts Nominated Events at upstream's rate (burst
+    10, then 5/s), not one per pod: every pod still gets its claim."""
+    async with (
+        harness.running(control_plane.kubeconfig) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        pool = harness.unique("pool")
+        ns = await harness.namespace(kube)
+        await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
+        for i in range(40):
+            await kube.create(kc.PODS, harness.pod(f"p{i}", pool, cpu="100m"), ns)
+
+        async def placed() -> bool:
+            return all(f"{ns}/p{i}" in op.provisioner.placed_at for i in range(40))
+
+        await harness.eventually(placed, "every pod placed on a claim")
+        await anyio.sleep(1.0)  # the recorder's workers post in the background
+        items, _ = await kube.list(kc.EVENTS, ns)
+        nominated = [
+            e
+            for e in items
+            if e["reason"] == "Nominated" and e.get("source", {}).get("component") == "karpenter"
+        ]
+        first = min(op.provisioner.created_at.values())
+        elapsed = op.ctx.clock.now() - first
+        assert 1 <= len(nominated) <= 10 + 5 * elapsed + 1, (len(nominated), elapsed)
+        assert len(nominated) < 40
         await harness.cleanup(kube, pool, ns)
 
 
