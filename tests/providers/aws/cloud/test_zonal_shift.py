@@ -10,6 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from karpenter.aio.clock import FakeClock
+from karpenter.aio.ratelimit import TokenBucket
 from karpenter.cloud.provider import CloudProviderError
 from karpenter.core.scheduling.requirements import Requirements
 from karpenter.kube.client import KubeClient
@@ -192,6 +193,7 @@ class _Recorder(EventRecorder):
         *,
         dedupe_s: float = 0.0,
         background: bool = False,
+        sample: TokenBucket | None = None,
     ) -> bool:
         self.posted.append((str(involved["kind"]), str(involved["name"]), event_type, reason))
         return True
