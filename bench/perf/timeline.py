@@ -186,7 +186,10 @@ async def collect(
             audit.unschedulable.get(name) or first.get(("FailedScheduling", name), (None, ""))[0]
         )
         nominated = first.get(("Nominated", name))
-        target = ""
+        # the claim planned for the pod: its Nominated Event (sampled, 5/s as upstream's), or
+        # else the nomination published at registration (the simulated cloud names a claim's
+        # Node after the claim; the scheduler keeps the field on the pod once bound)
+        target = str((pod.get("status") or {}).get("nominatedNodeName") or "")
         if nominated is not None:
             t["nominated"] = nominated[0]
             target = nominated[1].rsplit("/", 1)[-1]
