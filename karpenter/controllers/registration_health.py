@@ -32,8 +32,8 @@ class RegistrationHealth(Controller):
         self.windows: dict[str, registration.History] = {}  # NodePool uid → outcomes
         # NodePool uid → the status a write in flight is setting. A burst of registrations
         # observes concurrently: without this, every observer reads the stored condition
-        # before the first write lands and writes the same flip (66 NodePool writes for one
-        # flip in a 140-node burst, each on the controller's QPS and its conflict retries).
+        # before the first write lands and writes the same flip (66 NodePool write attempts for
+        # one flip in a 140-node burst, each on the controller's QPS, most a 409 and a re-read).
         self._writing: dict[str, str] = {}
 
     async def observe(

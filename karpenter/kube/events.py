@@ -98,10 +98,10 @@ class EventRecorder:
         if last is not None and now - last < dedupe_s:
             return False
         self._recent[key] = now
-        if sample is not None and not sample.try_acquire():
-            return False
         if len(self._recent) > 10_000:
             self._recent = {k: t for k, t in self._recent.items() if now - t < dedupe_s}
+        if sample is not None and not sample.try_acquire():
+            return False
         namespace = str(involved.get("namespace") or "default")
         stamp = codec.rfc3339(now)
         body = {
