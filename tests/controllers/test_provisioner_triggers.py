@@ -1,0 +1,47 @@
+"""What starts a provisioning pass: a pod turning provisionable or changing its spec, not a
+status rewrite of a pod already waiting (the resync covers those every RESYNC_S)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.controllers.test_provisioner_early import _pod, _provisioner
+
+
+def test_status_only_updates_of_a_waiting_pod_trigger_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An Unschedulable pod triggers once; the scheduler rewriting its condition and a
+    nomination written to it do not; a changed request does, and so does turning provisionable
+    again after a spell bound elsewhere."""
+    state, prov, _ = _provisioner(early=False)
+    triggered: list[str] = []
+    monkeypatch.setattr(prov.batcher, "trigger", triggered.append)
+    state.pods.upsert(_pod("p", 1, condition="Unschedulable"))
+    assert triggered == ["ns/p"]
+    again = _pod("p", 2, condition="Unschedulable")
+    again["status"]["conditions"][0]["message"] = "0/140 nodes are available"
+    state.pods.upsert(again)
+    nominated = _pod("p", 3, condition="Unschedulable")
+    nominated["status"]["nominatedNodeName"] = "n1"
+    state.pods.upsert(nominated)
+    assert triggered == ["ns/p"]
+    resized = _pod("p", 4, condition="Unschedulable")
+    resized["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    state.pods.upsert(resized)
+    assert triggered == ["ns/p", "ns/p"]
+    bound = _pod("p", 5, nodeName="n1")
+    state.pods.upsert(bound)
+    state.pods.upsert(_pod("p", 6, condition="Unschedulable"))
+    assert triggered == ["ns/p", "ns/p", "ns/p"]
+
+
+def test_the_resync_still_covers_waiting_pods(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every waiting pod is triggered again by the resync (its nomination may have lapsed)."""
+    state, prov, _ = _provisioner(early=False)
+    state.pods.upsert(_pod("a", 1, condition="Unschedulable"))
+    state.pods.upsert(_pod("b", 1, condition="Unschedulable"))
+    triggered: list[str] = []
+    monkeypatch.setattr(prov.batcher, "trigger", triggered.append)
+    prov.trigger_all()
+    assert sorted(triggered) == ["ns/a", "ns/b"]
