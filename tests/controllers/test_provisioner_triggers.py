@@ -3,9 +3,12 @@ status rewrite of a pod already waiting (the resync covers those every RESYNC_S)
 
 from __future__ import annotations
 
-import pytest
+from typing import TYPE_CHECKING
 
 from tests.controllers.test_provisioner_early import _pod, _provisioner
+
+if TYPE_CHECKING:
+    import pytest
 
 
 def test_status_only_updates_of_a_waiting_pod_trigger_nothing(
