@@ -161,21 +161,22 @@ class Provisioner(Controller):
         self.early = early
         self.awaiting: dict[str, float] = {}
         self._not_due: deque[tuple[float, str]] = deque()
-        # pod key → the pod as last seen provisionable: a status-only update of such a pod
-        # triggers nothing (the resync still covers it every RESYNC_S)
+        # pod key → the pod as last triggered for, until it binds or goes: a status-only update
+        # (the scheduler's verdict on a pod provisioned early included) triggers nothing (the
+        # resync still covers it every RESYNC_S)
         self._provisionable: dict[str, Pod] = {}
         self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "Pod":
             pod = self.state.pods.get(key)
-            if pod is not None and is_provisionable(pod):
+            if pod is None or pod.node_name or not pod.is_active():
+                self._provisionable.pop(key, None)
+            elif is_provisionable(pod):
                 before = self._provisionable.get(key)
                 self._provisionable[key] = pod
                 if before is None or not _same_spec(before, pod):
                     self.batcher.trigger(key)
-            else:
-                self._provisionable.pop(key, None)
             if self.early:
                 self._track_awaiting(key, pod)
         elif (kind == "NodeClaim" and obj is None) or kind == "NodePool":
@@ -206,7 +207,10 @@ class Provisioner(Controller):
         now = self.clock.now()
         while self._not_due and now - self._not_due[0][0] >= EARLY_AFTER_S:
             since, key = self._not_due.popleft()
-            if self.awaiting.get(key) == since:
+            pod = self.state.pods.get(key)
+            if self.awaiting.get(key) == since and pod is not None:
+                # the scheduler's Unschedulable verdict, when it comes, is then no news
+                self._provisionable[key] = pod
                 self.batcher.trigger(key)
 
     async def _early_loop(self) -> None:

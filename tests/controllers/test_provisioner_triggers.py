@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from karpenter.controllers.provisioner import EARLY_AFTER_S
 from tests.controllers.test_provisioner_early import _pod, _provisioner
 
 if TYPE_CHECKING:
@@ -48,3 +49,19 @@ def test_the_resync_still_covers_waiting_pods(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(prov.batcher, "trigger", triggered.append)
     prov.trigger_all()
     assert sorted(triggered) == ["ns/a", "ns/b"]
+
+
+def test_the_verdict_on_a_pod_provisioned_early_is_no_news(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pod triggered early (unjudged for a second) is not triggered again when the
+    scheduler then marks it Unschedulable: the pass it joined already placed it."""
+    state, prov, clock = _provisioner()
+    triggered: list[str] = []
+    monkeypatch.setattr(prov.batcher, "trigger", triggered.append)
+    state.pods.upsert(_pod("p"))
+    clock.advance(EARLY_AFTER_S)
+    prov._early_due()
+    assert triggered == ["ns/p"]
+    state.pods.upsert(_pod("p", 2, condition="Unschedulable"))
+    assert triggered == ["ns/p"]
