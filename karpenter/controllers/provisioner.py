@@ -1,17 +1,18 @@
 """The provisioner: batch pending pods, solve on a snapshot, create the NodeClaims decided.
 
 Triggers come from the state mirror (a pod became provisionable or its spec changed, a NodeClaim
-went away, a NodePool changed) and from a resync every 10 s while pods stay provisionable (as
-upstream's pod trigger requeues), so pods whose claim failed to launch are retried. A
-status-only update of a pod that was already provisionable (the kube-scheduler rewriting its
-condition after each failed attempt as nodes appear, a nomination written) is not a trigger:
-upstream triggers on every pod event, and in a 1000-pod burst on 500 nodes that ran 23 passes
-that bought nothing, 0.3-1.4 s of CPU each, on the cores the apiserver and the kube-scheduler
-needed. After a
-window closes the pass waits briefly (``SYNC_WAIT_S``) for NodeClaims in flight to launch, but
-only when a pending pod has a topology constraint over another key than the hostname (a zone
-spread needs the zone the claim launched in); otherwise a claim still unlaunched counts what
-its smallest fitting type guarantees, and the pass goes ahead at once.
+went away, a NodePool was created, deleted or its spec edited) and from a resync every 10 s
+while pods stay provisionable (as upstream's pod trigger requeues), so pods whose claim failed
+to launch are retried. Status rewrites are no trigger: a pod already provisionable (the
+kube-scheduler rewriting its condition after each failed attempt, its verdict on a pod
+provisioned early, a nomination written) or a NodePool's ``status.resources`` (rewritten as each
+claim of a burst launches). Upstream triggers on every event; in a 1000-pod burst onto 500 nodes
+that ran 23 passes which bought nothing, 0.3-1.4 s of CPU each, on the cores the apiserver and
+the kube-scheduler needed. After a window closes the pass waits briefly (``SYNC_WAIT_S``) for
+NodeClaims in flight to launch, but only when a pending pod has a topology constraint over
+another key than the hostname (a zone spread needs the zone the claim launched in); otherwise a
+claim still unlaunched counts what its smallest fitting type guarantees, and the pass goes ahead
+at once.
 
 Early provisioning (feature gate ``EarlyProvisioning``, on by default; not upstream): upstream
 acts only on pods the kube-scheduler marked ``Unschedulable``. In a burst the scheduler's verdicts
@@ -165,6 +166,7 @@ class Provisioner(Controller):
         # (the scheduler's verdict on a pod provisioned early included) triggers nothing (the
         # resync still covers it every RESYNC_S)
         self._provisionable: dict[str, Pod] = {}
+        self._pool_generations: dict[str, object] = {}  # NodePool → the generation last seen
         self.state.subscribe(self._on_change)
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
@@ -179,8 +181,18 @@ class Provisioner(Controller):
                     self.batcher.trigger(key)
             if self.early:
                 self._track_awaiting(key, pod)
-        elif (kind == "NodeClaim" and obj is None) or kind == "NodePool":
+        elif kind == "NodeClaim" and obj is None:
             self.trigger_all()
+        elif kind == "NodePool":
+            # created, deleted or its spec edited (a generation), not its status: the NodePool
+            # controller rewrites status.resources as every claim of a burst launches, and
+            # each rewrite started a pass over every pending pod
+            generation = None if obj is None else codec.meta(obj).get("generation")
+            if obj is None or self._pool_generations.get(key) != generation:
+                self._pool_generations[key] = generation
+                self.trigger_all()
+            if obj is None:
+                self._pool_generations.pop(key, None)
 
     def _track_awaiting(self, key: str, pod: Pod | None) -> None:
         if pod is None or not awaits_scheduler(pod) or self.state.preempting(pod):

@@ -3,7 +3,8 @@ status rewrite of a pod already waiting (the resync covers those every RESYNC_S)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import copy
+from typing import TYPE_CHECKING, Any
 
 from karpenter.controllers.provisioner import EARLY_AFTER_S
 from tests.controllers.test_provisioner_early import _pod, _provisioner
@@ -65,3 +66,29 @@ def test_the_verdict_on_a_pod_provisioned_early_is_no_news(
     assert triggered == ["ns/p"]
     state.pods.upsert(_pod("p", 2, condition="Unschedulable"))
     assert triggered == ["ns/p"]
+
+
+def test_a_nodepool_triggers_on_its_spec_not_its_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NodePool created or edited (its generation moves) sends every waiting pod round again;
+    its status rewritten as claims launch (same generation) does not."""
+    state, prov, _ = _provisioner(early=False)
+    state.pods.upsert(_pod("p", 1, condition="Unschedulable"))
+    triggered: list[str] = []
+    monkeypatch.setattr(prov.batcher, "trigger", triggered.append)
+    pool: dict[str, Any] = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "default", "uid": "u", "generation": 1, "resourceVersion": "1"},
+        "spec": {"template": {"spec": {"nodeClassRef": {"name": "x"}, "requirements": []}}},
+    }
+    state.nodepools.upsert(pool)
+    assert triggered == ["ns/p"]
+    status = copy.deepcopy(pool)
+    status["metadata"]["resourceVersion"] = "2"
+    status["status"] = {"resources": {"cpu": "16"}}
+    state.nodepools.upsert(status)
+    assert triggered == ["ns/p"]
+    edited = copy.deepcopy(status)
+    edited["metadata"].update(resourceVersion="3", generation=2)
+    state.nodepools.upsert(edited)
+    assert triggered == ["ns/p", "ns/p"]
