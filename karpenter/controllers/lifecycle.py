@@ -251,9 +251,8 @@ class Lifecycle(Controller):
         ):
             await self._ensure_finalizer(node)
             return None
-        if self.nominations is None:
-            patched = await self._sync_node(node, raw, claim)
-        else:
+        throttle = True
+        if self.nominations is not None:
             name = codec.name(node)
             pods = self.nominations.pending((claim.name, name), name)
             # One reservation of the throttle for the nominations and the Node write that
@@ -263,7 +262,8 @@ class Lifecycle(Controller):
             # gap found the node still tainted and cleared the nomination.
             await self.kube.reserve(len(pods) + 1)
             await self.nominations.write(pods, name, throttle=False)
-            patched = await self._sync_node(node, raw, claim, throttle=False)
+            throttle = False
+        patched = await self._sync_node(node, raw, claim, throttle=throttle)
         self.state.nodes.upsert(patched)
         status["nodeName"] = codec.name(node)
         codec.set_condition(conds, "Registered", "True", "Registered", "", now)

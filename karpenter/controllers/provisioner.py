@@ -162,10 +162,10 @@ class Provisioner(Controller):
         self.early = early
         self.awaiting: dict[str, float] = {}
         self._not_due: deque[tuple[float, str]] = deque()
-        # pod key → the pod as last triggered for, until it binds or goes: a status-only update
-        # (the scheduler's verdict on a pod provisioned early included) triggers nothing (the
-        # resync still covers it every RESYNC_S)
-        self._provisionable: dict[str, Pod] = {}
+        # pod key → the pod as last triggered for (provisionable, or due early), until it binds
+        # or goes: a status-only update (the scheduler's verdict on a pod provisioned early
+        # included) triggers nothing (the resync still covers it every RESYNC_S)
+        self._triggered: dict[str, Pod] = {}
         self._pool_generations: dict[str, object] = {}  # NodePool → the generation last seen
         self.state.subscribe(self._on_change)
 
@@ -173,10 +173,10 @@ class Provisioner(Controller):
         if kind == "Pod":
             pod = self.state.pods.get(key)
             if pod is None or pod.node_name or not pod.is_active():
-                self._provisionable.pop(key, None)
+                self._triggered.pop(key, None)
             elif is_provisionable(pod):
-                before = self._provisionable.get(key)
-                self._provisionable[key] = pod
+                before = self._triggered.get(key)
+                self._triggered[key] = pod
                 if before is None or not _same_spec(before, pod):
                     self.batcher.trigger(key)
             if self.early:
@@ -187,12 +187,14 @@ class Provisioner(Controller):
             # created, deleted or its spec edited (a generation), not its status: the NodePool
             # controller rewrites status.resources as every claim of a burst launches, and
             # each rewrite started a pass over every pending pod
-            generation = None if obj is None else codec.meta(obj).get("generation")
-            if obj is None or self._pool_generations.get(key) != generation:
-                self._pool_generations[key] = generation
-                self.trigger_all()
             if obj is None:
                 self._pool_generations.pop(key, None)
+                self.trigger_all()
+                return
+            generation = codec.meta(obj).get("generation")
+            if self._pool_generations.get(key) != generation:
+                self._pool_generations[key] = generation
+                self.trigger_all()
 
     def _track_awaiting(self, key: str, pod: Pod | None) -> None:
         if pod is None or not awaits_scheduler(pod) or self.state.preempting(pod):
@@ -222,7 +224,7 @@ class Provisioner(Controller):
             pod = self.state.pods.get(key)
             if self.awaiting.get(key) == since and pod is not None:
                 # the scheduler's Unschedulable verdict, when it comes, is then no news
-                self._provisionable[key] = pod
+                self._triggered[key] = pod
                 self.batcher.trigger(key)
 
     async def _early_loop(self) -> None:
