@@ -5,11 +5,15 @@ trigger or ``max`` seconds after it opened, whichever comes first (upstream's
 BATCH_IDLE_DURATION 1 s / BATCH_MAX_DURATION 10 s). Triggers are deduplicated by key. A new
 trigger can only push the idle deadline later, never earlier, so the waiter simply sleeps to
 the current deadline and re-reads it; no wake-up race is possible.
+
+An optional ``hold`` is asked when the idle deadline has passed: it names a time the window
+should stay open until (work known to be on its way, not triggered yet), or None. A hold never
+reaches past the max duration, so a window still closes at most ``max`` after it opened.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 import anyio
@@ -22,10 +26,17 @@ K = TypeVar("K", bound=Hashable)
 class Batcher(Generic[K]):
     """Collects keys; ``wait`` returns one window's worth."""
 
-    def __init__(self, clock: Clock, idle_s: float, max_s: float) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        idle_s: float,
+        max_s: float,
+        hold: Callable[[], float | None] | None = None,
+    ) -> None:
         self.clock = clock
         self.idle_s = idle_s
         self.max_s = max_s
+        self.hold = hold
         self._keys: set[K] = set()
         self._last = 0.0
         self._armed = anyio.Event()
@@ -49,9 +60,15 @@ class Batcher(Generic[K]):
         """Block until a window has opened and closed; return its keys."""
         await self._armed.wait()
         opened = self.clock.now()
+        closes = opened + self.max_s
         while True:
-            deadline = min(self._last + self.idle_s, opened + self.max_s)
-            remaining = deadline - self.clock.now()
+            now = self.clock.now()
+            deadline = min(self._last + self.idle_s, closes)
+            if deadline <= now < closes and self.hold is not None:
+                until = self.hold()
+                if until is not None:
+                    deadline = min(until, closes)
+            remaining = deadline - now
             if remaining <= 0:
                 break
             await self.clock.sleep(remaining)

@@ -23,6 +23,8 @@ milliseconds) joins the pass as if judged: the pass places it on existing and in
 first, exactly as it would an Unschedulable pod, so a pod that fits where the scheduler is about
 to bind it buys nothing. Past ``EARLY_UNTIL_S`` without a verdict it waits for the scheduler
 again: a scheduler that is down must not make Karpenter buy nodes for pods nobody will bind.
+An open window whose idle gap has passed waits (within its max) for pods seen awaiting the
+scheduler for ``HOLD_AFTER_S`` to fall due, so one pass covers a burst that arrives in waves.
 
 The pass takes the snapshot and the pending pods from the mirror in one synchronous step (no
 await between them), runs the same pure ``solve`` as ``karpenter simulate`` in a worker
@@ -80,6 +82,11 @@ NOMINATED_EVENTS_QPS, NOMINATED_EVENTS_BURST = 5.0, 10
 EARLY_AFTER_S = 1.0
 EARLY_UNTIL_S = 60.0
 EARLY_TICK_S = 0.25  # how often due pods are looked for
+# A window whose idle gap has passed stays open for pods seen awaiting the scheduler at least
+# this long and not due yet, until they fall due (bounded by the max window): a burst whose pods
+# reach the mirror in waves was solved in two passes, buying more nodes than one pass over all
+# of it. Younger pods do not hold it: a healthy scheduler binds them within milliseconds.
+HOLD_AFTER_S = 0.25
 _Event = tuple[Pod, str, str, str]  # pod, type, reason, message
 # A pod's fields that its status alone changes: a pod equal but for these needs no new pass.
 _STATUS_ONLY = frozenset(
@@ -144,7 +151,9 @@ class Provisioner(Controller):
         # How long a placement keeps its node from being disrupted (upstream: the longer of
         # twice the batch window and 10 s); every pass that places the pod again renews it.
         self.nomination_s = max(2 * batch_max_s, 10.0)
-        self.batcher: Batcher[str] = Batcher(self.clock, batch_idle_s, batch_max_s)
+        self.batcher: Batcher[str] = Batcher(
+            self.clock, batch_idle_s, batch_max_s, hold=self._held_until if early else None
+        )
         self.nominated_events = TokenBucket(
             self.clock, NOMINATED_EVENTS_QPS, NOMINATED_EVENTS_BURST
         )
@@ -216,8 +225,10 @@ class Provisioner(Controller):
         """The pods a pass solves for: upstream's rule plus the early ones."""
         return self.state.provisionable_pods(self.early_keys() if self.awaiting else frozenset())
 
-    def _early_due(self) -> None:
-        """Trigger the batch for awaiting pods that just fell due (each once)."""
+    def _early_due(self, *, trigger: bool = True) -> None:
+        """Trigger the batch for awaiting pods that just fell due (each once); a pass starting
+        takes them without a trigger (they are in it: a trigger would open a window for a
+        second pass that has nothing new)."""
         now = self.clock.now()
         while self._not_due and now - self._not_due[0][0] >= EARLY_AFTER_S:
             since, key = self._not_due.popleft()
@@ -225,7 +236,29 @@ class Provisioner(Controller):
             if self.awaiting.get(key) == since and pod is not None:
                 # the scheduler's Unschedulable verdict, when it comes, is then no news
                 self._triggered[key] = pod
-                self.batcher.trigger(key)
+                if trigger:
+                    self.batcher.trigger(key)
+
+    def _held_until(self) -> float | None:
+        """When the newest pod awaiting the scheduler for ``HOLD_AFTER_S`` falls due, if one
+        not due yet exists: the open window waits for it (``Batcher.hold``)."""
+        now = self.clock.now()
+        for since, key in reversed(self._not_due):  # newest first
+            age = now - since
+            if age >= EARLY_AFTER_S:
+                return None  # this one and all older ones are due: in the pass already
+            if age >= HOLD_AFTER_S and self.awaiting.get(key) == since:
+                return since + EARLY_AFTER_S
+        return None
+
+    def not_due(self) -> int:
+        """Pods seen awaiting the scheduler and not due yet (left for a later pass)."""
+        now = self.clock.now()
+        return sum(
+            1
+            for since, key in self._not_due
+            if now - since < EARLY_AFTER_S and self.awaiting.get(key) == since
+        )
 
     async def _early_loop(self) -> None:
         while True:
@@ -286,8 +319,11 @@ class Provisioner(Controller):
         # Pods placed by an earlier pass carry that placement (their nomination), so they go
         # back to the in-flight capacity meant for them before any other pod is placed.
         cluster = self.state.snapshot(types)
+        if self.early:
+            self._early_due(trigger=False)
         early = self.early_keys() if self.awaiting else frozenset()
         provisionable = self.state.provisionable_pods(early)
+        not_due = self.not_due()
         pending = list(self.state.with_nominations(provisionable, self.clock.now()))
         virtual = list(cluster.virtual_pods)
         if not pending and not virtual:
@@ -330,6 +366,7 @@ class Provisioner(Controller):
             "provisioning pass",
             pods=len(pending),
             early=sum(1 for p in provisionable if p.key in early),
+            not_due=not_due,
             nodeclaims=len(created),
             unschedulable=len(results.unschedulable),
             cost_per_hour=cost.per_hour,

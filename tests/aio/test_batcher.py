@@ -99,3 +99,45 @@ async def test_next_window_starts_empty() -> None:
     with anyio.move_on_after(0.05) as scope:
         await batcher.wait()
     assert scope.cancelled_caught
+
+
+@pytest.mark.asyncio
+async def test_hold_keeps_the_window_open_until_its_time_never_past_max() -> None:
+    """Past the idle gap the window waits for the hold's time, then closes; a hold reaching
+    beyond the max duration is cut at it."""
+    clock = FakeClock(start=0.0)
+    holds: list[float | None] = [2.5, None, 50.0]
+    asked: list[float] = []
+
+    def hold() -> float | None:
+        asked.append(clock.now())
+        return holds.pop(0)
+
+    batcher: Batcher[str] = Batcher(clock, idle_s=1.0, max_s=10.0, hold=hold)
+    got: list[tuple[float, set[str]]] = []
+
+    async def waiter() -> None:
+        keys = await batcher.wait()
+        got.append((clock.now(), keys))
+        keys = await batcher.wait()
+        got.append((clock.now(), keys))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        batcher.trigger("a")
+        await _until_sleeping(clock)
+        clock.advance(1.0)  # idle gap over: the hold names 2.5
+        await _settle()
+        assert got == [] and asked == [1.0]
+        clock.advance(1.5)  # the hold's time: asked again, nothing more to wait for
+        await _settle()
+        assert got == [(2.5, {"a"})] and asked == [1.0, 2.5]
+        batcher.trigger("b")
+        await _until_sleeping(clock)
+        clock.advance(1.0)  # the hold now names 50 s: cut at the max (2.5 + 10)
+        await _settle()
+        clock.advance(8.9)
+        await _settle()
+        assert len(got) == 1
+        clock.advance(0.1)
+    assert got[1] == (12.5, {"b"}) and asked == [1.0, 2.5, 3.5]

@@ -8,7 +8,12 @@ import pytest
 
 from karpenter.aio.clock import FakeClock
 from karpenter.api import decode
-from karpenter.controllers.provisioner import EARLY_AFTER_S, EARLY_UNTIL_S, Provisioner
+from karpenter.controllers.provisioner import (
+    EARLY_AFTER_S,
+    EARLY_UNTIL_S,
+    HOLD_AFTER_S,
+    Provisioner,
+)
 from karpenter.kube.client import KubeClient
 from karpenter.state.cluster import ClusterState
 from tests.support.context import controller_context
@@ -135,3 +140,41 @@ def test_gate_off_is_upstreams_rule() -> None:
     clock.advance(EARLY_AFTER_S)
     prov._early_due()
     assert _keys(prov) == ["ns/q"] and prov.awaiting == {}
+
+
+def test_a_pod_awaiting_but_not_due_holds_the_window_until_it_falls_due() -> None:
+    """The window waits for a pod seen awaiting for HOLD_AFTER_S until it falls due; a pod
+    seen just now, one already due, or one bound meanwhile holds nothing."""
+    state, prov, clock = _provisioner()
+    hold = prov.batcher.hold
+    assert hold is not None
+    state.pods.upsert(_pod("a"))
+    assert hold() is None and prov.not_due() == 1  # too young: a healthy scheduler binds it
+    clock.advance(HOLD_AFTER_S)
+    seen_b = clock.now()
+    state.pods.upsert(_pod("b"))
+    assert hold() == seen_b - HOLD_AFTER_S + EARLY_AFTER_S  # a's due time (b is too young)
+    clock.advance(HOLD_AFTER_S)
+    assert hold() == seen_b + EARLY_AFTER_S  # the newest one old enough: b
+    state.pods.upsert(_pod("b", 2, nodeName="n1"))  # bound: it holds nothing any more
+    assert hold() == seen_b - HOLD_AFTER_S + EARLY_AFTER_S
+    clock.advance(EARLY_AFTER_S)
+    assert hold() is None and prov.not_due() == 0  # a is due: the pass takes it
+
+
+def test_gate_off_holds_nothing() -> None:
+    """Without early provisioning nothing is awaited, so no window is held."""
+    _, prov, _ = _provisioner(early=False)
+    assert prov.batcher.hold is None
+
+
+def test_a_pass_takes_due_pods_without_opening_another_window() -> None:
+    """Pods that fell due before the tick saw them are taken by the pass starting (it solves
+    them): no trigger now and none later, so no second pass with nothing new in it."""
+    state, prov, clock = _provisioner()
+    state.pods.upsert(_pod("a"))
+    clock.advance(EARLY_AFTER_S)
+    prov._early_due(trigger=False)
+    assert prov.batcher.pending == 0 and _keys(prov) == ["ns/a"]
+    prov._early_due()
+    assert prov.batcher.pending == 0
