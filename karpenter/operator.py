@@ -193,7 +193,10 @@ class Operator:
         # CapacityBuffer (feature gate, off by default as upstream): headroom as virtual pods
         self.capacity_buffers: CapacityBuffers | None = None
         if ctx.settings.feature_gates["PublishNominations"]:
-            self.lifecycle.nominations = NominationPublisher(ctx)
+            # one publisher (and one memory of what was written) for registration and passes
+            publisher = NominationPublisher(ctx)
+            self.lifecycle.nominations = publisher
+            self.provisioner.nominations = publisher
         if ctx.settings.feature_gates["CapacityBuffer"]:
             provisioner = self.provisioner
             buffers = CapacityBuffers(ctx, on_change=lambda: provisioner.batcher.trigger(BUFFERS))
