@@ -193,10 +193,7 @@ class Operator:
         # CapacityBuffer (feature gate, off by default as upstream): headroom as virtual pods
         self.capacity_buffers: CapacityBuffers | None = None
         if ctx.settings.feature_gates["PublishNominations"]:
-            # one publisher (and one memory of what was written) for registration and passes
-            publisher = NominationPublisher(ctx)
-            self.lifecycle.nominations = publisher
-            self.provisioner.nominations = publisher
+            self.lifecycle.nominations = NominationPublisher(ctx)
         if ctx.settings.feature_gates["CapacityBuffer"]:
             provisioner = self.provisioner
             buffers = CapacityBuffers(ctx, on_change=lambda: provisioner.batcher.trigger(BUFFERS))

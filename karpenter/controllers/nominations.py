@@ -22,28 +22,22 @@ can bind there yet), the lifecycle controller ``write``s the ``pending`` pods pl
 (by any pass so far), then removes that taint, on one reservation of the client's throttle so the
 Node write follows its nominations at once. Pods already bound, already nominated there
 or just written are skipped; a failed write is logged and never holds up registration (the pod
-then binds wherever the scheduler likes, as without this). A pass does not publish its
-placements wholesale: placing pods on capacity that is already up, from a mirror that may trail
-a burst by seconds, it would re-nominate pods the scheduler has bound and move others off their
-plan (measured: 833 of 1000 pods re-nominated after binding, 147 nodes instead of 141). It
-publishes only the ``stragglers``: pods it placed on a registered Node that the scheduler has
-already judged Unschedulable and that carry no nomination. Those are the pods whose planned slot
-another pod took; the scheduler retries them only on a cluster event it deems relevant, so a
-slot the pass found for one sat free until another pod took it and the next resync (10 s later)
-bought a node for it (two of three basic bursts ended on such a node, 30 s in instead of ~25).
+then binds wherever the scheduler likes, as without this). A pass does not publish: placing pods
+on capacity that is already up, from a mirror that may trail a burst by seconds, it would
+re-nominate pods the scheduler has bound and move others off their plan (measured: 833 of 1000
+pods re-nominated after binding, 147 nodes instead of 141).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping
 
 import anyio
 import structlog
 
 from karpenter.controllers.context import ControllerContext
-from karpenter.core.model import labels as lbl
 from karpenter.core.model.pod import Pod
-from karpenter.kube import codec, errors
+from karpenter.kube import errors
 from karpenter.kube.client import PODS
 from karpenter.state.cluster import ClusterState
 
@@ -65,33 +59,6 @@ def planned_pods(
             continue
         if node_name not in (pod.nominated_node_name, (sent or {}).get(key)):
             out.append(pod)
-    return out
-
-
-def stragglers(
-    state: ClusterState,
-    placed: Iterable[tuple[str, Sequence[Pod]]],
-    sent: Mapping[str, str],
-) -> list[tuple[str, list[Pod]]]:
-    """Of a pass's placements on existing capacity (node or claim name → pods), the pods to
-    nominate: on a registered Node (no ``karpenter.sh/unregistered`` taint), pending, judged
-    Unschedulable by the scheduler, carrying no nomination and not just written there."""
-    out = []
-    for node_name, pods in placed:
-        raw = state.nodes.raw(node_name)
-        if raw is None or any(t.get("key") == lbl.TAINT_UNREGISTERED for t in codec.taints_of(raw)):
-            continue  # an in-flight claim, or a Node its registration will nominate for
-        found = []
-        for planned in pods:
-            pod = state.pods.get(planned.key)
-            if pod is None or pod.node_name or not pod.is_active():
-                continue
-            if not pod.unschedulable_condition or pod.nominated_node_name:
-                continue  # not judged yet (early), or nominated (by us or by preemption)
-            if sent.get(pod.key) != node_name:
-                found.append(pod)
-        if found:
-            out.append((node_name, found))
     return out
 
 

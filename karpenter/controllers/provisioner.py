@@ -51,7 +51,6 @@ from karpenter.aio.ratelimit import TokenBucket
 from karpenter.cloud.provider import CloudProviderError
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.launching import create_nodeclaim, instance_types
-from karpenter.controllers.nominations import NominationPublisher, stragglers
 from karpenter.controllers.spreadselectors import SpreadSelectors
 from karpenter.core.buffers import is_virtual
 from karpenter.core.model import labels as lbl
@@ -136,9 +135,6 @@ class Provisioner(Controller):
     # buffers' virtual pods went (the snapshot carries them; they are scheduled with the real
     # pending pods but never nominated or reported as pods).
     after_pass: Callable[[Results, Sequence[Pod]], Awaitable[None]] | None = None
-    # Set by the composition root when PublishNominations is on: a pass nominates its
-    # stragglers (``nominations.stragglers``) through it.
-    nominations: NominationPublisher | None = None
 
     def __init__(
         self,
@@ -353,7 +349,7 @@ class Provisioner(Controller):
         )
         solved = self.clock.now()
         created = await self._create_all(results, {p.name: p for p in pools})
-        published = await self._report_nominations(results)
+        await self._report_nominations(results)
         await self._report_unschedulable(results)
         self._log_unschedulable(results)
         written = self.clock.now()
@@ -372,7 +368,6 @@ class Provisioner(Controller):
             early=sum(1 for p in provisionable if p.key in early),
             not_due=not_due,
             nodeclaims=len(created),
-            nominated=published,
             unschedulable=len(results.unschedulable),
             cost_per_hour=cost.per_hour,
             cost_lower_bound_per_hour=cost.lower_bound_per_hour,
@@ -448,9 +443,8 @@ class Provisioner(Controller):
                 sample=sample,
             )
 
-    async def _report_nominations(self, results: Results) -> int:
-        """Pods the pass placed on existing or in-flight capacity (deduplicated per node);
-        how many stragglers were nominated to their Node."""
+    async def _report_nominations(self, results: Results) -> None:
+        """Pods the pass placed on existing or in-flight capacity (deduplicated per node)."""
         until = self.clock.now() + self.nomination_s
         batch: list[_Event] = []
         for node_name, placed in results.existing:
@@ -461,19 +455,6 @@ class Provisioner(Controller):
             message = f"Pod should schedule on: {kind}/{node_name}"
             batch.extend((pod, events.NORMAL, "Nominated", message) for pod in pods)
         await self._publish(batch, sample=self.nominated_events)
-        publisher = self.nominations
-        if publisher is None:
-            return 0
-        written = 0
-
-        async def one(node_name: str, pods: list[Pod]) -> None:
-            nonlocal written
-            written += await publisher.write(pods, node_name)
-
-        async with anyio.create_task_group() as tg:
-            for node_name, pods in stragglers(self.state, results.existing, publisher.sent):
-                tg.start_soon(one, node_name, pods)
-        return written
 
     def _log_unschedulable(self, results: Results) -> None:
         """Log each pod that became unschedulable (or whose reason changed) once; the pass

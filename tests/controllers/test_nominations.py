@@ -1,12 +1,11 @@
-"""Which pods a registration, or a pass, nominates to a Node (the writes run on a real
-apiserver in ``tests/e2e/test_nominations.py``)."""
+"""Which pods a registration nominates to its Node (the writes run on a real apiserver in
+``tests/e2e/test_nominations.py``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from karpenter.api import decode
-from karpenter.controllers.nominations import planned_pods, stragglers
+from karpenter.controllers.nominations import planned_pods
 from karpenter.state.cluster import ClusterState
 
 
@@ -58,41 +57,3 @@ def test_the_index_follows_renominations_and_expiry() -> None:
     state.with_nominations([], now=25.0)  # a pass: b's nomination has expired
     assert state.nominated_to(("c1", "c2")) == ["ns/a"]
     assert "ns/b" not in state.nominations
-
-
-def _node(name: str, *taints: str) -> dict[str, Any]:
-    spec = {"taints": [{"key": k, "effect": "NoSchedule"} for k in taints]}
-    return {"kind": "Node", "metadata": {"name": name, "resourceVersion": "1"}, "spec": spec}
-
-
-def test_a_pass_nominates_only_judged_pods_without_a_nomination_on_registered_nodes() -> None:
-    """Of a pass's placements, only pods on a registered Node, judged Unschedulable by the
-    scheduler, with no nomination of their own and not just written there, are nominated: not
-    pods placed on an in-flight claim or an unregistered Node (registration nominates those),
-    nor pods the scheduler has not judged yet, nor bound ones."""
-    unschedulable = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
-    state = ClusterState()
-    state.nodes.upsert(_node("n1"))
-    state.nodes.upsert(_node("n2", "karpenter.sh/unregistered"))
-    pods = {
-        "straggler": _pod("straggler", conditions=unschedulable),
-        "unjudged": _pod("unjudged"),
-        "nominated": _pod("nominated", conditions=unschedulable, nominatedNodeName="n1"),
-        "bound": _pod("bound", bound=True, conditions=unschedulable),
-        "sent": _pod("sent", conditions=unschedulable),
-        "on-unregistered": _pod("on-unregistered", conditions=unschedulable),
-        "on-claim": _pod("on-claim", conditions=unschedulable),
-    }
-    for obj in pods.values():
-        state.pods.upsert(obj)
-    placed = {name: decode.pod(obj) for name, obj in pods.items()}
-    on_n1 = ("straggler", "unjudged", "nominated", "bound", "sent")
-    existing = [
-        ("n1", tuple(placed[n] for n in on_n1)),
-        ("n2", (placed["on-unregistered"],)),
-        ("c1", (placed["on-claim"],)),
-    ]
-    found = stragglers(state, existing, {"ns/sent": "n1"})
-    assert [(node, [p.name for p in ps]) for node, ps in found] == [("n1", ["straggler"])]
-    # once written elsewhere, the same pod placed on n1 by a later pass is nominated again
-    assert stragglers(state, existing, {"ns/straggler": "n9", "ns/sent": "n1"}) == found
