@@ -193,7 +193,9 @@ class Operator:
         # CapacityBuffer (feature gate, off by default as upstream): headroom as virtual pods
         self.capacity_buffers: CapacityBuffers | None = None
         if ctx.settings.feature_gates["PublishNominations"]:
-            self.lifecycle.nominations = NominationPublisher(ctx)
+            publisher = NominationPublisher(ctx)
+            self.lifecycle.nominations = publisher
+            self.provisioner.nominations = publisher  # it tells the publisher when to hold
         if ctx.settings.feature_gates["CapacityBuffer"]:
             provisioner = self.provisioner
             buffers = CapacityBuffers(ctx, on_change=lambda: provisioner.batcher.trigger(BUFFERS))

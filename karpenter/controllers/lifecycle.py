@@ -252,7 +252,7 @@ class Lifecycle(Controller):
             await self._ensure_finalizer(node)
             return None
         throttle = True
-        if self.nominations is not None:
+        if self.nominations is not None and not self.nominations.held:
             name = codec.name(node)
             pods = self.nominations.pending((claim.name, name), name)
             # One reservation of the throttle for the nominations and the Node write that

@@ -17,6 +17,15 @@ preempt, so some pods lose theirs and bind by scoring: 92-98% kept them in the b
 On older schedulers the nomination lasts until the pod's next failed attempt, so it still helps
 when it lands just before the node becomes schedulable.
 
+Nominations cost the scheduler where pods carry per-node constraints: a node with nominated
+pods makes every filter run on it clone the pod's scheduling state with those pods added, and
+for a DoNotSchedule topology spread or a required pod (anti-)affinity over the hostname that
+state holds one count per node, so an attempt over N nodes copies N² counts (then again in
+preemption's dry run). The 2000-pod XL burst (1000 pods spread over the hostname) ran 134 s
+with nominations and 106 s without, on the same 1000 nodes (``bench/RESULTS.md``). So while a
+pass sees such a pod pending, registrations publish nothing (``held``); the pods bind by the
+scheduler's scoring, as upstream's do.
+
 So when a claim's Node registers (it still carries ``karpenter.sh/unregistered``, so nothing
 can bind there yet), the lifecycle controller ``write``s the ``pending`` pods placed on the claim
 (by any pass so far), then removes that taint, on one reservation of the client's throttle so the
@@ -36,7 +45,8 @@ import anyio
 import structlog
 
 from karpenter.controllers.context import ControllerContext
-from karpenter.core.model.pod import Pod
+from karpenter.core.model import labels as lbl
+from karpenter.core.model.pod import DO_NOT_SCHEDULE, Pod
 from karpenter.kube import errors
 from karpenter.kube.client import PODS
 from karpenter.state.cluster import ClusterState
@@ -62,6 +72,18 @@ def planned_pods(
     return out
 
 
+def per_node_constraints(pod: Pod) -> bool:
+    """Whether the kube-scheduler's filter state for ``pod`` holds a count per node: a
+    DoNotSchedule topology spread or a required pod (anti-)affinity over the hostname."""
+    if any(
+        s.topology_key == lbl.HOSTNAME and s.when_unsatisfiable == DO_NOT_SCHEDULE
+        for s in pod.topology_spread
+    ):
+        return True
+    terms = (*pod.required_affinity, *pod.required_anti_affinity)
+    return any(t.topology_key == lbl.HOSTNAME for t in terms)
+
+
 class NominationPublisher:
     """Writes ``status.nominatedNodeName`` for planned pods (a port the lifecycle controller
     calls at registration; nothing of its own runs)."""
@@ -77,6 +99,9 @@ class NominationPublisher:
         # pod key → the node last written, oldest first (bounded): a registration retried
         # before the watch brings a written pod back (a Conflict) does not write it again
         self.sent: dict[str, str] = {}
+        # Set by each provisioning pass: a pod it saw pending has per-node constraints, and
+        # nominations would make the scheduler's attempts quadratic in the nodes (see above).
+        self.held = False
 
     def pending(self, targets: Collection[str], node_name: str) -> list[Pod]:
         """The pods ``write`` would nominate to ``node_name`` for these targets."""

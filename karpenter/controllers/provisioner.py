@@ -51,6 +51,7 @@ from karpenter.aio.ratelimit import TokenBucket
 from karpenter.cloud.provider import CloudProviderError
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.launching import create_nodeclaim, instance_types
+from karpenter.controllers.nominations import NominationPublisher, per_node_constraints
 from karpenter.controllers.spreadselectors import SpreadSelectors
 from karpenter.core.buffers import is_virtual
 from karpenter.core.model import labels as lbl
@@ -135,6 +136,9 @@ class Provisioner(Controller):
     # buffers' virtual pods went (the snapshot carries them; they are scheduled with the real
     # pending pods but never nominated or reported as pods).
     after_pass: Callable[[Results, Sequence[Pod]], Awaitable[None]] | None = None
+    # Set by the composition root when PublishNominations is on: each pass tells it whether
+    # a pending pod has per-node constraints (``nominations.held``).
+    nominations: NominationPublisher | None = None
 
     def __init__(
         self,
@@ -327,12 +331,16 @@ class Provisioner(Controller):
         pending = list(self.state.with_nominations(provisionable, self.clock.now()))
         virtual = list(cluster.virtual_pods)
         if not pending and not virtual:
+            if self.nominations is not None:
+                self.nominations.held = False
             self.unschedulable = {}
             report = PassReport(0, (), {}, waited)
             self.passes.append(report)
             return report
         if self.default_spread:
             pending = await SpreadSelectors(self.kube).apply(pending, self.default_spread)
+        if self.nominations is not None:
+            self.nominations.held = any(per_node_constraints(p) for p in pending)
         started = self.clock.now()
 
         def run() -> tuple[Results, PassContext]:
@@ -368,6 +376,7 @@ class Provisioner(Controller):
             early=sum(1 for p in provisionable if p.key in early),
             not_due=not_due,
             nodeclaims=len(created),
+            nominations_held=self.nominations is not None and self.nominations.held,
             unschedulable=len(results.unschedulable),
             cost_per_hour=cost.per_hour,
             cost_lower_bound_per_hour=cost.lower_bound_per_hour,

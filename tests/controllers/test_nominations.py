@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from karpenter.controllers.nominations import planned_pods
+from karpenter.api import decode
+from karpenter.controllers.nominations import per_node_constraints, planned_pods
 from karpenter.state.cluster import ClusterState
 
 
@@ -57,3 +58,45 @@ def test_the_index_follows_renominations_and_expiry() -> None:
     state.with_nominations([], now=25.0)  # a pass: b's nomination has expired
     assert state.nominated_to(("c1", "c2")) == ["ns/a"]
     assert "ns/b" not in state.nominations
+
+
+def test_per_node_constraints_are_hostname_spreads_and_affinities() -> None:
+    """A DoNotSchedule spread or a required pod (anti-)affinity over the hostname holds
+    nominations back; a zone spread, a ScheduleAnyway spread or a preferred term does not."""
+    host, zone = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
+    selector = {"matchLabels": {"app": "a"}}
+
+    def pod(**spec: Any) -> Any:
+        obj = _pod("p")
+        obj["spec"].update(spec)
+        return decode.pod(obj)
+
+    def spread(key: str, when: str = "DoNotSchedule") -> dict[str, Any]:
+        return {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": when,
+            "labelSelector": selector,
+        }
+
+    term = {"topologyKey": host, "labelSelector": selector}
+    preferred = {"weight": 1, "podAffinityTerm": term}
+    assert per_node_constraints(pod(topologySpreadConstraints=[spread(host)]))
+    assert per_node_constraints(
+        pod(
+            affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        )
+    )
+    assert per_node_constraints(
+        pod(affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}})
+    )
+    assert not per_node_constraints(pod())
+    assert not per_node_constraints(pod(topologySpreadConstraints=[spread(zone)]))
+    assert not per_node_constraints(pod(topologySpreadConstraints=[spread(host, "ScheduleAnyway")]))
+    assert not per_node_constraints(
+        pod(
+            affinity={
+                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [preferred]}
+            }
+        )
+    )

@@ -7,7 +7,9 @@ third node is bought. With the pass's placement published as each pod's
 ``status.nominatedNodeName`` (before the Node's ``karpenter.sh/unregistered`` taint goes), each
 pod is tried on its own node first and the others' slots are held for them. Checked: every pod
 is nominated to its claim's Node at registration, and a pod still nominated runs there (the
-scheduler's preemption step may clear a nomination). With the gate off, no pod is nominated.
+scheduler's preemption step may clear a nomination). With the gate off, no pod is nominated;
+nor while pods spread over the hostname are pending (nominations would make the scheduler's
+attempts for them quadratic in the nodes).
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ async def _unschedulable(kube: kc.KubeClient, ns: str) -> bool:
     return len(judged) == len(PODS)
 
 
-async def _run_pods(kube: kc.KubeClient, prefix: str) -> tuple[str, str, list[dict[str, Any]]]:
+async def _run_pods(
+    kube: kc.KubeClient, prefix: str, *, spread: bool = False
+) -> tuple[str, str, list[dict[str, Any]]]:
     """The four pods in a fresh namespace, then their NodePool; (pool, namespace, the pods
     Running). The pool comes once the scheduler has judged every pod, so one pass places all
     four before any Node is up (a pod placed later, on a Node already registered, is left to
@@ -49,7 +53,17 @@ async def _run_pods(kube: kc.KubeClient, prefix: str) -> tuple[str, str, list[di
     pool = harness.unique(prefix)
     ns = await harness.namespace(kube)
     for name, cpu in PODS:
-        await kube.create(kc.PODS, harness.pod(name, pool, cpu=cpu), ns)
+        obj = harness.pod(name, pool, cpu=cpu)
+        if spread:  # over the hostname, loose enough (skew 4) to pack as without it
+            obj["spec"]["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 4,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "e2e"}},
+                }
+            ]
+        await kube.create(kc.PODS, obj, ns)
     await harness.eventually(lambda: _unschedulable(kube, ns), "every pod Unschedulable")
     await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
     running = await harness.eventually(lambda: _running(kube, ns), "every pod Running")
@@ -98,4 +112,22 @@ async def test_gate_off_nominates_nothing(control_plane: ControlPlane) -> None:
         assert op.lifecycle.nominations is None
         pool, ns, running = await _run_pods(kube, "nnn-off")
         assert not [p for p in running if p["status"].get("nominatedNodeName")]
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_pods_spread_over_the_hostname_are_not_nominated(
+    control_plane: ControlPlane,
+) -> None:
+    """A pass that sees a pending pod with a hostname spread holds nominations: the pods run,
+    none carries one and the publisher wrote none."""
+    async with (
+        harness.running(control_plane.kubeconfig, catalog=CATALOG) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        publisher = op.lifecycle.nominations
+        assert publisher is not None
+        pool, ns, running = await _run_pods(kube, "nnn-spread", spread=True)
+        assert not [p for p in running if p["status"].get("nominatedNodeName")]
+        assert not [k for k in publisher.sent if k.startswith(f"{ns}/")]
         await harness.cleanup(kube, pool, ns)
