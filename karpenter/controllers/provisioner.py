@@ -1,7 +1,8 @@
 """The provisioner: batch pending pods, solve on a snapshot, create the NodeClaims decided.
 
-Triggers come from the state mirror (a pod became provisionable or its spec changed, a NodeClaim
-went away, a NodePool was created, deleted or its spec edited) and from a resync every 10 s
+Triggers come from the state mirror (a pod became provisionable or its spec changed, a waiting
+pod was bound off its plan (for the pods planned where it went), a NodeClaim went away, a
+NodePool was created, deleted or its spec edited) and from a resync every 10 s
 while pods stay provisionable (as upstream's pod trigger requeues), so pods whose claim failed
 to launch are retried. Status rewrites are no trigger: a pod already provisionable (the
 kube-scheduler rewriting its condition after each failed attempt, its verdict on a pod
@@ -184,16 +185,7 @@ class Provisioner(Controller):
 
     def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
         if kind == "Pod":
-            pod = self.state.pods.get(key)
-            if pod is None or pod.node_name or not pod.is_active():
-                self._triggered.pop(key, None)
-            elif is_provisionable(pod):
-                before = self._triggered.get(key)
-                self._triggered[key] = pod
-                if before is None or not _same_spec(before, pod):
-                    self.batcher.trigger(key)
-            if self.early:
-                self._track_awaiting(key, pod)
+            self._on_pod(key)
         elif kind == "NodeClaim" and obj is None:
             self.trigger_all()
         elif kind == "NodePool":
@@ -208,6 +200,37 @@ class Provisioner(Controller):
             if self._pool_generations.get(key) != generation:
                 self._pool_generations[key] = generation
                 self.trigger_all()
+
+    def _on_pod(self, key: str) -> None:
+        pod = self.state.pods.get(key)
+        if pod is None or pod.node_name or not pod.is_active():
+            was_waiting = self._triggered.pop(key, None) is not None
+            if was_waiting and pod is not None and pod.node_name:
+                self._bound(key, pod.node_name)
+        elif is_provisionable(pod):
+            before = self._triggered.get(key)
+            self._triggered[key] = pod
+            if before is None or not _same_spec(before, pod):
+                self.batcher.trigger(key)
+        if self.early:
+            self._track_awaiting(key, pod)
+
+    def _bound(self, key: str, node: str) -> None:
+        """A waiting pod was bound to ``node``. Off its plan, it took room planned for the
+        pending pods placed there: trigger them, so a pass finds them room (or a new node)
+        now. The scheduler does not retry a pod it found no room for until a node comes or a
+        pod goes, so room a pass merely expects them to find sits unused; without this the
+        next resync (up to 10 s on) bought the node the last pods of a burst waited for."""
+        planned = self.state.nominations.get(key)
+        if planned is None:
+            return
+        targets = (node, *self.state.claims_of_node(node))
+        if planned[0] in targets:
+            return  # bound where the pass placed it
+        for other in self.state.nominated_to(targets):
+            pod = self.state.pods.get(other)
+            if pod is not None and not pod.node_name and pod.is_active():
+                self.batcher.trigger(other)
 
     def _track_awaiting(self, key: str, pod: Pod | None) -> None:
         if pod is None or not awaits_scheduler(pod) or self.state.preempting(pod):

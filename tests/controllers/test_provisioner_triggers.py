@@ -92,3 +92,26 @@ def test_a_nodepool_triggers_on_its_spec_not_its_status(monkeypatch: pytest.Monk
     edited["metadata"].update(resourceVersion="3", generation=2)
     state.nodepools.upsert(edited)
     assert triggered == ["ns/p", "ns/p"]
+
+
+def test_a_pod_bound_off_its_plan_triggers_the_pods_planned_where_it_went(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A waiting pod bound to another node than the pass placed it on triggers the pending
+    pods placed on that node (its room may have been theirs); bound where planned, or bound
+    with no plan, it triggers nothing."""
+    state, prov, _ = _provisioner(early=False)
+    for name in ("q", "p", "r", "s"):
+        state.pods.upsert(_pod(name, 1, condition="Unschedulable"))
+    state.nominate("ns/q", "n2", until=1e12)  # planned on n2
+    state.nominate("ns/p", "n1", until=1e12)  # planned on n1, still pending
+    state.nominate("ns/r", "n1", until=1e12)
+    triggered: list[str] = []
+    monkeypatch.setattr(prov.batcher, "trigger", triggered.append)
+    state.pods.upsert(_pod("r", 2, nodeName="n1"))  # on plan
+    state.pods.upsert(_pod("s", 2, nodeName="n1"))  # no plan
+    assert triggered == []
+    state.pods.upsert(_pod("q", 2, nodeName="n1"))  # off plan, onto p's node
+    assert triggered == ["ns/p"]
+    state.pods.upsert(_pod("q", 3, nodeName="n1"))  # a later update of the bound pod
+    assert triggered == ["ns/p"]
