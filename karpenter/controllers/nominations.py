@@ -21,7 +21,7 @@ Nominations cost the scheduler where pods carry per-node constraints: a node wit
 pods makes every filter run on it clone the pod's scheduling state with those pods added, and
 for a DoNotSchedule topology spread or a required pod (anti-)affinity over the hostname that
 state holds one count per node, so an attempt over N nodes copies N² counts (then again in
-preemption's dry run). The 2000-pod XL burst (1000 pods spread over the hostname) ran 134 s
+preemption's dry run). The 2000-pod XL burst (1000 pods spread over the hostname) ran 128 s
 with nominations and 106 s without, on the same 1000 nodes (``bench/RESULTS.md``). So while a
 pass sees such a pod pending, registrations publish nothing (``held``); the pods bind by the
 scheduler's scoring, as upstream's do.
