@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from karpenter.controllers.nominations import NominationPublisher
 from karpenter.controllers.provisioner import EARLY_AFTER_S
 from tests.controllers.test_provisioner_early import _pod, _provisioner
 
@@ -99,8 +100,10 @@ def test_a_pod_bound_off_its_plan_triggers_the_pods_planned_where_it_went(
 ) -> None:
     """A waiting pod bound to another node than the pass placed it on triggers the pending
     pods placed on that node (its room may have been theirs); bound where planned, or bound
-    with no plan, it triggers nothing."""
+    with no plan, it triggers nothing; nor while nominations are held (the scheduler does
+    not know the plan then)."""
     state, prov, _ = _provisioner(early=False)
+    prov.nominations = NominationPublisher(prov.ctx)
     for name in ("q", "p", "r", "s"):
         state.pods.upsert(_pod(name, 1, condition="Unschedulable"))
     state.nominate("ns/q", "n2", until=1e12)  # planned on n2
@@ -115,3 +118,8 @@ def test_a_pod_bound_off_its_plan_triggers_the_pods_planned_where_it_went(
     assert triggered == ["ns/p"]
     state.pods.upsert(_pod("q", 3, nodeName="n1"))  # a later update of the bound pod
     assert triggered == ["ns/p"]
+    prov.nominations.held = True
+    state.pods.upsert(_pod("t", 1, condition="Unschedulable"))  # triggers itself
+    state.nominate("ns/t", "n2", until=1e12)
+    state.pods.upsert(_pod("t", 2, nodeName="n1"))  # off plan onto p's node, but held
+    assert triggered == ["ns/p", "ns/t"]
