@@ -123,20 +123,28 @@ async def sampled(sampler: Sampler, work: Callable[[], Awaitable[T]]) -> T:
     return result
 
 
+async def _read(read: Callable[[], Awaitable[T]], deadline: float) -> T:
+    """``read()``, asked again on a transient failure until ``deadline`` (monotonic): an
+    apiserver saturated by a burst may not answer a 2000-pod list within the client's 120 s, or
+    reset a new connection (both seen in XL runs); what a phase measures comes from the
+    objects' own timestamps and the fleet's last change, not from when a poll succeeded."""
+    while True:
+        try:
+            return await read()
+        except (TimeoutError, aiohttp.ClientError, errors.ApiError) as err:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"apiserver not read by the deadline: {err!r}") from err
+            await anyio.sleep(POLL_S)
+
+
 async def wait_running(kube: kc.KubeClient, pods: int, timeout_s: float, started: float) -> float:
     """Seconds from ``started`` (wall clock) until ``pods`` pods are Running; the moment is
     the latest Ready transition among them (1 s resolution), not the poll that saw it."""
     deadline = time.monotonic() + timeout_s
     while True:
-        try:
-            items, _ = await kube.list(kc.PODS, label_selector="testing/cluster=unspecified")
-        except (TimeoutError, aiohttp.ClientError, errors.ApiError) as err:
-            # an apiserver saturated by the burst may not answer a 2000-pod list in time (seen
-            # in XL): the phase is still measured from the pods' own Ready times, so ask again
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"pods not listed within {timeout_s}s: {err!r}") from err
-            await anyio.sleep(POLL_S)
-            continue
+        items, _ = await _read(
+            lambda: kube.list(kc.PODS, label_selector="testing/cluster=unspecified"), deadline
+        )
         running = [p for p in items if _running(p)]
         if len(running) >= pods and len(items) == pods:
             return max(_ready_at(p) for p in running) - started
@@ -174,7 +182,7 @@ async def wait_settled(
     last_change = start
     seen: frozenset[str] | None = None
     while True:
-        now_fleet = await fleet(kube, prices)
+        now_fleet = await _read(lambda: fleet(kube, prices), start + timeout_s)
         now = time.monotonic()
         if now_fleet.signature != seen:
             seen, last_change = now_fleet.signature, now
