@@ -264,7 +264,7 @@ class Provisioner(Controller):
         while self._not_due and now - self._not_due[0][0] >= EARLY_AFTER_S:
             since, key = self._not_due.popleft()
             pod = self.state.pods.get(key)
-            if self.awaiting.get(key) == since and pod is not None:
+            if self._still_awaiting(since, key) and pod is not None:
                 # the scheduler's Unschedulable verdict, when it comes, is then no news
                 self._triggered[key] = pod
                 if trigger:
@@ -278,7 +278,7 @@ class Provisioner(Controller):
             age = now - since
             if age >= EARLY_AFTER_S:
                 return None  # this one and all older ones are due: in the pass already
-            if age >= HOLD_AFTER_S and self.awaiting.get(key) == since:
+            if age >= HOLD_AFTER_S and self._still_awaiting(since, key):
                 return since + EARLY_AFTER_S
         return None
 
@@ -288,8 +288,13 @@ class Provisioner(Controller):
         return sum(
             1
             for since, key in self._not_due
-            if now - since < EARLY_AFTER_S and self.awaiting.get(key) == since
+            if now - since < EARLY_AFTER_S and self._still_awaiting(since, key)
         )
+
+    def _still_awaiting(self, since: float, key: str) -> bool:
+        """Whether a ``_not_due`` entry is the pod's current wait (it was not bound, judged
+        or gone, and seen anew, since)."""
+        return self.awaiting.get(key) == since
 
     async def _early_loop(self) -> None:
         while True:
