@@ -9,6 +9,11 @@ the current deadline and re-reads it; no wake-up race is possible.
 An optional ``hold`` is asked when the idle deadline has passed: it names a time the window
 should stay open until (work known to be on its way, not triggered yet), or None. A hold never
 reaches past the max duration, so a window still closes at most ``max`` after it opened.
+
+A trigger may say when its work arrived (``at``, in the past): the idle gap counts from the
+latest arrival, not from when the caller got round to triggering. A caller that learns of work
+late (a pod is provisioned early only once it has waited a second for the kube-scheduler) would
+otherwise add its own delay to every window.
 """
 
 from __future__ import annotations
@@ -40,15 +45,19 @@ class Batcher(Generic[K]):
         self._keys: set[K] = set()
         self._last = 0.0
         self._armed = anyio.Event()
+        self.last_window_s = 0.0  # how long the last window stayed open (for the pass log)
 
-    def trigger(self, key: K) -> None:
-        """Add ``key`` to the open window (opening one if none is)."""
+    def trigger(self, key: K, at: float | None = None) -> None:
+        """Add ``key`` to the open window (opening one if none is); ``at``: when its work
+        arrived, if earlier than now."""
         if key in self._keys:
             # a repeated trigger (a resync of the same pod) is not new work: it must not keep
             # an otherwise idle window open
             return
+        now = self.clock.now()
+        stamp = now if at is None else min(at, now)
+        self._last = max(self._last, stamp) if self._keys else stamp
         self._keys.add(key)
-        self._last = self.clock.now()
         self._armed.set()
 
     @property
@@ -74,4 +83,5 @@ class Batcher(Generic[K]):
             await self.clock.sleep(remaining)
         keys, self._keys = self._keys, set()
         self._armed = anyio.Event()
+        self.last_window_s = self.clock.now() - opened
         return keys

@@ -26,6 +26,9 @@ to bind it buys nothing. Past ``EARLY_UNTIL_S`` without a verdict it waits for t
 again: a scheduler that is down must not make Karpenter buy nodes for pods nobody will bind.
 An open window whose idle gap has passed waits (within its max) for pods seen awaiting the
 scheduler for ``HOLD_AFTER_S`` to fall due, so one pass covers a burst that arrives in waves.
+The idle gap counts from when each pod showed it was part of a burst (``HOLD_AFTER_S`` after it
+was first seen), not from when it fell due: the window of a burst closes 1.25 s after its last
+pod reached the mirror, as upstream's closes 1 s after the last verdict, instead of 2 s.
 
 The pass takes the snapshot and the pending pods from the mirror in one synchronous step (no
 await between them), runs the same pure ``solve`` as ``karpenter simulate`` in a worker
@@ -119,6 +122,21 @@ class PassReport:
     waited: bool = False
 
 
+def _arrival_pattern(seen: Sequence[float]) -> dict[str, float | int]:
+    """How the pods seen awaiting the scheduler since the last pass arrived: how many, over
+    how long, and the longest pause between two of them (a window's idle gap shorter than
+    that pause splits the burst into passes)."""
+    if not seen:
+        return {"arrivals": 0}
+    times = sorted(seen)
+    gap = max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+    return {
+        "arrivals": len(times),
+        "arrival_span_s": round(times[-1] - times[0], 3),
+        "arrival_gap_s": round(gap, 3),
+    }
+
+
 def needs_launched_claims(pod: Pod) -> bool:
     """Whether placing ``pod`` beside an in-flight claim needs the claim's launched labels: a
     topology spread or pod (anti-)affinity over any key but the hostname (an unlaunched claim
@@ -176,6 +194,9 @@ class Provisioner(Controller):
         self.early = early
         self.awaiting: dict[str, float] = {}
         self._not_due: deque[tuple[float, str]] = deque()
+        # when each pod seen since the last pass was first seen awaiting (for the pass log:
+        # how a burst reached the mirror, which is what the batch window has to cover)
+        self._arrivals: deque[float] = deque(maxlen=HISTORY_KEYS)
         # pod key → the pod as last triggered for (provisionable, or due early), until it binds
         # or goes: a status-only update (the scheduler's verdict on a pod provisioned early
         # included) triggers nothing (the resync still covers it every RESYNC_S)
@@ -211,7 +232,8 @@ class Provisioner(Controller):
             before = self._triggered.get(key)
             self._triggered[key] = pod
             if before is None or not _same_spec(before, pod):
-                self.batcher.trigger(key)
+                since = self.awaiting.get(key)
+                self.batcher.trigger(key, at=None if since is None else since + HOLD_AFTER_S)
         if self.early:
             self._track_awaiting(key, pod)
 
@@ -243,6 +265,7 @@ class Provisioner(Controller):
             now = self.clock.now()
             self.awaiting[key] = now
             self._not_due.append((now, key))
+            self._arrivals.append(now)
 
     def early_keys(self) -> frozenset[str]:
         """Pods provisioned early now: unjudged for at least ``EARLY_AFTER_S`` and at most
@@ -268,7 +291,10 @@ class Provisioner(Controller):
                 # the scheduler's Unschedulable verdict, when it comes, is then no news
                 self._triggered[key] = pod
                 if trigger:
-                    self.batcher.trigger(key)
+                    # the window's idle gap counts from when the pod showed it was part of
+                    # a burst (awaiting for HOLD_AFTER_S), not from the second it then waited
+                    # to fall due: a window otherwise closed 2 s after a burst's last pod
+                    self.batcher.trigger(key, at=since + HOLD_AFTER_S)
 
     def _held_until(self) -> float | None:
         """When the newest pod awaiting the scheduler for ``HOLD_AFTER_S`` falls due, if one
@@ -360,6 +386,8 @@ class Provisioner(Controller):
         early = self.early_keys() if self.awaiting else frozenset()
         provisionable = self.state.provisionable_pods(early)
         not_due = self.not_due()
+        arrivals = _arrival_pattern(self._arrivals)
+        self._arrivals.clear()
         pending = list(self.state.with_nominations(provisionable, self.clock.now()))
         virtual = list(cluster.virtual_pods)
         if not pending and not virtual:
@@ -407,6 +435,8 @@ class Provisioner(Controller):
             pods=len(pending),
             early=sum(1 for p in provisionable if p.key in early),
             not_due=not_due,
+            window_s=round(self.batcher.last_window_s, 3),
+            **arrivals,
             nodeclaims=len(created),
             nominations_held=self.nominations is not None and self.nominations.held,
             unschedulable=len(results.unschedulable),

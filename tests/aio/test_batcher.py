@@ -141,3 +141,35 @@ async def test_hold_keeps_the_window_open_until_its_time_never_past_max() -> Non
         assert len(got) == 1
         clock.advance(0.1)
     assert got[1] == (12.5, {"b"}) and asked == [1.0, 2.5, 3.5]
+
+
+@pytest.mark.asyncio
+async def test_idle_gap_counts_from_when_the_work_arrived() -> None:
+    """A trigger stamped with an earlier arrival closes the window one idle gap after that
+    arrival, not after the trigger; a later arrival in the same window extends it, an older
+    one does not pull it back; a stamp in the future counts as now."""
+    clock = FakeClock(start=10.0)
+    batcher: Batcher[str] = Batcher(clock, idle_s=1.0, max_s=10.0)
+    got: list[tuple[float, set[str]]] = []
+
+    async def waiter() -> None:
+        for _ in range(2):
+            keys = await batcher.wait()
+            got.append((clock.now(), keys))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        batcher.trigger("a", at=9.25)  # arrived 0.75 s ago: the gap ends at 10.25
+        await _until_sleeping(clock)
+        batcher.trigger("b", at=9.5)  # later arrival: 10.5
+        batcher.trigger("c", at=9.0)  # older: no change
+        clock.advance(0.4)
+        await _settle()
+        assert got == []
+        clock.advance(0.1)
+        await _settle()
+        assert got == [(10.5, {"a", "b", "c"})] and batcher.last_window_s == 0.5
+        batcher.trigger("d", at=99.0)  # a clock skew cannot stretch a window
+        await _until_sleeping(clock)
+        clock.advance(1.0)
+    assert got[1] == (11.5, {"d"})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import anyio
+import anyio.lowlevel
 import pytest
 
 from karpenter.aio.clock import FakeClock
@@ -178,3 +180,32 @@ def test_a_pass_takes_due_pods_without_opening_another_window() -> None:
     assert prov.batcher.pending == 0 and _keys(prov) == ["ns/a"]
     prov._early_due()
     assert prov.batcher.pending == 0
+
+
+@pytest.mark.asyncio
+async def test_a_burst_window_closes_one_idle_gap_after_its_last_pod_showed_up() -> None:
+    """The idle gap counts from when each pod showed it was part of a burst (awaiting for
+    HOLD_AFTER_S), not from the tick that found it due a second after it was seen: the window
+    of a burst whose last pod was seen at t closes at t + HOLD_AFTER_S + idle (2 s before)."""
+    state, prov, clock = _provisioner()
+    start = clock.now()
+    state.pods.upsert(_pod("a"))
+    clock.advance(0.5)
+    state.pods.upsert(_pod("b"))  # the burst's last pod
+    clock.advance(EARLY_AFTER_S - 0.5)
+    prov._early_due()  # a falls due; b holds the window until it does
+    assert prov.batcher.pending == 1
+    closed: list[float] = []
+
+    async def waiter() -> None:
+        await prov.batcher.wait()
+        closed.append(clock.now() - start)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        while not closed:
+            await anyio.lowlevel.checkpoint()
+            if clock.sleepers:
+                clock.advance(0.25)
+                prov._early_due()
+    assert closed == [0.5 + HOLD_AFTER_S + 1.0]

@@ -13,6 +13,17 @@ from tests.controllers.test_provisioner_early import _pod, _provisioner
 if TYPE_CHECKING:
     import pytest
 
+    from karpenter.controllers.provisioner import Provisioner
+
+
+def _record(prov: Provisioner, monkeypatch: pytest.MonkeyPatch, into: list[str]) -> None:
+    """Record the keys the provisioner triggers (in place of its batcher's window)."""
+
+    def trigger(key: str, at: float | None = None) -> None:
+        into.append(key)
+
+    monkeypatch.setattr(prov.batcher, "trigger", trigger)
+
 
 def test_status_only_updates_of_a_waiting_pod_trigger_nothing(
     monkeypatch: pytest.MonkeyPatch,
@@ -22,7 +33,7 @@ def test_status_only_updates_of_a_waiting_pod_trigger_nothing(
     again after a spell bound elsewhere."""
     state, prov, _ = _provisioner(early=False)
     triggered: list[str] = []
-    monkeypatch.setattr(prov.batcher, "trigger", triggered.append)
+    _record(prov, monkeypatch, triggered)
     state.pods.upsert(_pod("p", 1, condition="Unschedulable"))
     assert triggered == ["ns/p"]
     again = _pod("p", 2, condition="Unschedulable")
@@ -48,7 +59,7 @@ def test_the_resync_still_covers_waiting_pods(monkeypatch: pytest.MonkeyPatch) -
     state.pods.upsert(_pod("a", 1, condition="Unschedulable"))
     state.pods.upsert(_pod("b", 1, condition="Unschedulable"))
     triggered: list[str] = []
-    monkeypatch.setattr(prov.batcher, "trigger", triggered.append)
+    _record(prov, monkeypatch, triggered)
     prov.trigger_all()
     assert sorted(triggered) == ["ns/a", "ns/b"]
 
@@ -60,7 +71,7 @@ def test_the_verdict_on_a_pod_provisioned_early_is_no_news(
     scheduler then marks it Unschedulable: the pass it joined already placed it."""
     state, prov, clock = _provisioner()
     triggered: list[str] = []
-    monkeypatch.setattr(prov.batcher, "trigger", triggered.append)
+    _record(prov, monkeypatch, triggered)
     state.pods.upsert(_pod("p"))
     clock.advance(EARLY_AFTER_S)
     prov._early_due()
@@ -75,7 +86,7 @@ def test_a_nodepool_triggers_on_its_spec_not_its_status(monkeypatch: pytest.Monk
     state, prov, _ = _provisioner(early=False)
     state.pods.upsert(_pod("p", 1, condition="Unschedulable"))
     triggered: list[str] = []
-    monkeypatch.setattr(prov.batcher, "trigger", triggered.append)
+    _record(prov, monkeypatch, triggered)
     pool: dict[str, Any] = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -110,7 +121,7 @@ def test_a_pod_bound_off_its_plan_triggers_the_pods_planned_where_it_went(
     state.nominate("ns/p", "n1", until=1e12)  # planned on n1, still pending
     state.nominate("ns/r", "n1", until=1e12)
     triggered: list[str] = []
-    monkeypatch.setattr(prov.batcher, "trigger", triggered.append)
+    _record(prov, monkeypatch, triggered)
     state.pods.upsert(_pod("r", 2, nodeName="n1"))  # on plan
     state.pods.upsert(_pod("s", 2, nodeName="n1"))  # no plan
     assert triggered == []
