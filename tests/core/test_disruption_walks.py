@@ -31,9 +31,11 @@ from karpenter.core.disruption.simulation import Outcome, reschedule, reschedule
 from karpenter.core.disruption.world import World
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
+from karpenter.core.model.nodepool import Budget, Disruption
 from karpenter.core.provisioning.freeindex import FreeIndex
 from tests.core.test_disruption_incremental import NOW, _cluster, _options
 from tests.core.test_split_bound import _bench_like
+from tests.support import builders as b
 
 
 def _passes(
@@ -283,3 +285,30 @@ def test_free_index_copies_tell_the_original_only_what_holds_there() -> None:
                 plain = [i for i in range(start, len(rooms)) if res.fits(request, rooms[i])]
                 assert list(index.candidates(start, request)) == plain
     assert told > 2  # copies taught the original (most repeat what it knows already)
+
+
+def test_batch_delete_takes_more_than_a_walk_at_once_when_all_can_go() -> None:
+    """Fifty lightly used nodes whose pods all fit on the fuller ones go in one command, not
+    in rounds of MAX_WALK; when they cannot all go, the greedy walk gathers at most MAX_WALK."""
+    it = next(t for t in b.catalog() if t.name == "m-4x")
+    nodes = [b.managed_node(f"full-{i:02d}", it) for i in range(30)]
+    nodes += [b.managed_node(f"light-{i:02d}", it) for i in range(50)]
+    pods = [b.bound(f"full-{i:02d}", cpu="1500m", memory="1Gi") for i in range(30)]
+    pods += [b.bound(f"light-{i:02d}", cpu="1", memory="1Gi") for i in range(50)]
+    pool = b.nodepool(disruption=Disruption("WhenEmptyOrUnderutilized", 0.0, (Budget("100%"),)))
+    cluster = b.cluster([pool], nodes=tuple(nodes), pods=tuple(pods))
+    ps = new_pass(cluster, Options(), NOW + 3600)
+    light = [c for c in ps.candidates if c.name.startswith("light-")]
+    assert len(light) == 50 > repack.MAX_WALK
+    command = repack.batch_delete(ps, light)
+    assert command is not None and sorted(command.names) == sorted(c.name for c in light)
+    # the fuller nodes hold two light pods each: seventy would not fit
+    crowded = b.cluster(
+        [pool],
+        nodes=(*nodes, *(b.managed_node(f"more-{i:02d}", it) for i in range(20))),
+        pods=(*pods, *(b.bound(f"more-{i:02d}", cpu="1", memory="1Gi") for i in range(20))),
+    )
+    ps = new_pass(crowded, Options(), NOW + 3600)
+    light = [c for c in ps.candidates if c.name.startswith(("light-", "more-"))]
+    command = repack.batch_delete(ps, light)
+    assert command is not None and len(command.names) <= repack.MAX_WALK

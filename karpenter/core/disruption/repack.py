@@ -55,8 +55,11 @@ MIN_SAVINGS_SHARE = 0.01
 # A work limit: the orders hold at most this many candidates each (upstream's multi-node
 # limit); the packing order is built over their union.
 MAX_CANDIDATES = 100
-# Candidates ``batch_delete`` judges per pass (a work limit).
+# Candidates ``batch_delete`` judges one by one per pass (a work limit: each judgement
+# simulates the whole set gathered so far, so the walk costs its length squared).
 MAX_WALK = 32
+# Candidates ``batch_delete`` first tries to delete in one go (upstream's multi-node limit).
+MAX_BATCH = MAX_CANDIDATES
 WhatIf = Callable[[Sequence[Candidate]], Outcome]
 
 
@@ -80,6 +83,17 @@ def _within_budget(
             taken[pool] = taken.get(pool, 0) + 1
             out.append(c)
     return out
+
+
+def _all_gone(ps: DisruptionPass, trial: Sequence[Candidate]) -> Command | None:
+    """A delete of every candidate in ``trial`` if all their pods fit on the other nodes."""
+    if len(trial) <= MAX_WALK or short_of_room(ps, trial):
+        return None
+    outcome = reschedule(ps.cluster, trial, ps.states, ps.options, ps.reuse)
+    if outcome.claims or outcome.failures or outcome.homeless or outcome.uninitialized:
+        return None
+    command = Command(REASON_UNDERUTILIZED, METHOD_MULTI, tuple(trial), (), outcome.moves)
+    return None if balanced_rejection(ps, command) else command
 
 
 def packing_order(candidates: Sequence[Candidate], outcome: Outcome) -> list[Candidate]:
@@ -220,10 +234,24 @@ def batch_delete(
     it, and single-node consolidation then deletes the others one command (and one validation
     wait) at a time. The walk judges at most ``MAX_WALK`` candidates with first-fit what-ifs
     (a count, so the pass's time bound is left to the searches it was made for).
+
+    When more than ``MAX_WALK`` candidates are in budget, the first ``MAX_BATCH`` of them are
+    first simulated gone together, once: a fleet of lightly used nodes (a scale-down of pods
+    spread one per host) then goes in one command, not in rounds of ``MAX_WALK`` with a
+    validation wait each (hostname-spread: 127 nodes in four rounds, 25 s behind upstream's
+    binary search over 100). Those known not to empty alone are left out: removing more nodes
+    never makes room.
     """
-    walk = _within_budget(ps, order, MAX_WALK)
+    whole = _within_budget(ps, order, MAX_BATCH)
+    walk = whole[:MAX_WALK]
     if len(walk) < MIN_PREFIX:
         return None
+    if len(whole) > MAX_WALK:
+        together = _all_gone(ps, [c for c in whole if not undeletable(c.name)])
+        if together is not None:
+            for c in together.candidates:
+                ps.take(REASON_UNDERUTILIZED, c.nodepool.name)
+            return together
     kept: list[Candidate] = []
     best: Command | None = None
     for c in walk:
