@@ -85,17 +85,6 @@ def _within_budget(
     return out
 
 
-def _all_gone(ps: DisruptionPass, trial: Sequence[Candidate]) -> Command | None:
-    """A delete of every candidate in ``trial`` if all their pods fit on the other nodes."""
-    if len(trial) <= MAX_WALK or short_of_room(ps, trial):
-        return None
-    outcome = reschedule(ps.cluster, trial, ps.states, ps.options, ps.reuse)
-    if outcome.claims or outcome.failures or outcome.homeless or outcome.uninitialized:
-        return None
-    command = Command(REASON_UNDERUTILIZED, METHOD_MULTI, tuple(trial), (), outcome.moves)
-    return None if balanced_rejection(ps, command) else command
-
-
 def packing_order(candidates: Sequence[Candidate], outcome: Outcome) -> list[Candidate]:
     """``candidates`` grouped by the new NodeClaim their pods went to when all were removed
     together (``outcome``): a prefix then holds the pods of a few such NodeClaims whole, the
@@ -243,32 +232,49 @@ def batch_delete(
     never makes room.
     """
     whole = _within_budget(ps, order, MAX_BATCH)
-    walk = whole[:MAX_WALK]
-    if len(walk) < MIN_PREFIX:
+    if len(whole) < MIN_PREFIX:
         return None
+    best = None
     if len(whole) > MAX_WALK:
-        together = _all_gone(ps, [c for c in whole if not undeletable(c.name)])
-        if together is not None:
-            for c in together.candidates:
-                ps.take(REASON_UNDERUTILIZED, c.nodepool.name)
-            return together
+        best = _all_gone(ps, [c for c in whole if not undeletable(c.name)])
+    if best is None:
+        best = _gathered(ps, whole[:MAX_WALK], undeletable)
+    if best is not None:
+        for c in best.candidates:
+            ps.take(REASON_UNDERUTILIZED, c.nodepool.name)
+    return best
+
+
+def _gathered(
+    ps: DisruptionPass, walk: Sequence[Candidate], undeletable: Callable[[str], bool]
+) -> Command | None:
+    """The greedy walk: each candidate kept if the set with it still empties."""
     kept: list[Candidate] = []
     best: Command | None = None
     for c in walk:
         if not kept and undeletable(c.name):
             continue
         trial = [*kept, c]
-        if short_of_room(ps, trial):
-            continue  # their pods exceed the room elsewhere: no delete (``prefilter``)
-        outcome = reschedule(ps.cluster, trial, ps.states, ps.options, ps.reuse)
-        if outcome.claims or outcome.failures or outcome.homeless or outcome.uninitialized:
-            continue
-        command = Command(REASON_UNDERUTILIZED, METHOD_MULTI, tuple(trial), (), outcome.moves)
-        if balanced_rejection(ps, command):
+        command = _delete_if_all_fit(ps, trial)
+        if command is None:
             continue
         kept = trial
         best = command if len(kept) >= MIN_PREFIX else None
-    if best is not None:
-        for c in best.candidates:
-            ps.take(REASON_UNDERUTILIZED, c.nodepool.name)
     return best
+
+
+def _all_gone(ps: DisruptionPass, trial: Sequence[Candidate]) -> Command | None:
+    """The delete of every candidate in ``trial`` at once, if more than a walk's worth."""
+    return _delete_if_all_fit(ps, trial) if len(trial) > MAX_WALK else None
+
+
+def _delete_if_all_fit(ps: DisruptionPass, trial: Sequence[Candidate]) -> Command | None:
+    """A delete of ``trial`` if all their pods fit on the other nodes (and no Balanced pool
+    vetoes it)."""
+    if short_of_room(ps, trial):
+        return None  # their pods exceed the room elsewhere: no delete (``prefilter``)
+    outcome = reschedule(ps.cluster, trial, ps.states, ps.options, ps.reuse)
+    if outcome.claims or outcome.failures or outcome.homeless or outcome.uninitialized:
+        return None
+    command = Command(REASON_UNDERUTILIZED, METHOD_MULTI, tuple(trial), (), outcome.moves)
+    return None if balanced_rejection(ps, command) else command
