@@ -211,6 +211,17 @@ def scenarios(scale: float = 1.0) -> dict[str, Scenario]:
             ),
         ),
     ]
+    # Not upstream's: one Deployment's burst, the commonest shape of a scale-up (every pod
+    # alike, so no nomination is published: ``controllers/nominations.py``).
+    out.append(
+        Scenario(
+            "one-deployment",
+            (
+                Phase("scale-out", n(1000), 120, (_small(n(1000)),)),
+                Phase("consolidation", n(700), 1200, replicas={"small-resource-app": n(700)}),
+            ),
+        )
+    )
     if scale == 1.0:
         out.append(_wide())
     return {s.name: s for s in out}

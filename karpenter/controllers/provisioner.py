@@ -55,7 +55,7 @@ from karpenter.aio.ratelimit import TokenBucket
 from karpenter.cloud.provider import CloudProviderError
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.launching import create_nodeclaim, instance_types
-from karpenter.controllers.nominations import NominationPublisher, per_node_constraints
+from karpenter.controllers.nominations import NominationPublisher
 from karpenter.controllers.spreadselectors import SpreadSelectors
 from karpenter.core.buffers import is_virtual
 from karpenter.core.model import labels as lbl
@@ -392,7 +392,7 @@ class Provisioner(Controller):
         virtual = list(cluster.virtual_pods)
         if not pending and not virtual:
             if self.nominations is not None:
-                self.nominations.held = False
+                self.nominations.hold_for(())
             self.unschedulable = {}
             report = PassReport(0, (), {}, waited)
             self.passes.append(report)
@@ -400,7 +400,7 @@ class Provisioner(Controller):
         if self.default_spread:
             pending = await SpreadSelectors(self.kube).apply(pending, self.default_spread)
         if self.nominations is not None:
-            self.nominations.held = any(per_node_constraints(p) for p in pending)
+            self.nominations.hold_for(pending)
         started = self.clock.now()
 
         def run() -> tuple[Results, PassContext]:
@@ -439,6 +439,7 @@ class Provisioner(Controller):
             **arrivals,
             nodeclaims=len(created),
             nominations_held=self.nominations is not None and self.nominations.held,
+            nominations_held_reason=self.nominations.held_reason if self.nominations else "",
             unschedulable=len(results.unschedulable),
             cost_per_hour=cost.per_hour,
             cost_lower_bound_per_hour=cost.lower_bound_per_hour,

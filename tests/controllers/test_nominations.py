@@ -3,11 +3,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from karpenter.aio.clock import FakeClock
 from karpenter.api import decode
-from karpenter.controllers.nominations import per_node_constraints, planned_pods
+from karpenter.controllers.nominations import (
+    NominationPublisher,
+    interchangeable,
+    per_node_constraints,
+    planned_pods,
+)
+from karpenter.kube.client import KubeClient
 from karpenter.state.cluster import ClusterState
+from tests.support.context import controller_context
 
 
 def _pod(name: str, **status: Any) -> dict[str, Any]:
@@ -100,3 +108,49 @@ def test_per_node_constraints_are_hostname_spreads_and_affinities() -> None:
             }
         )
     )
+
+
+def test_interchangeable_pods_hold_nominations_and_any_difference_publishes() -> None:
+    """A pass whose pending pods are all alike (one namespace, labels, requests, node selection,
+    tolerations, priority; no spread, affinity, host port or volume) holds nominations; one pod
+    differing in any of those, a single pod, or a pod tied to others publishes them."""
+
+    def pod(name: str, cpu: str = "1", **spec: Any) -> Any:
+        obj = _pod(name)
+        obj["metadata"]["labels"] = {"app": "web"}
+        obj["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
+        obj["spec"].update(spec)
+        return decode.pod(obj)
+
+    ctx = controller_context(cast("KubeClient", None), FakeClock(0.0), state=ClusterState())
+    publisher = NominationPublisher(ctx)  # no write is made here
+    alike = [pod(f"p{i}") for i in range(5)]
+    assert interchangeable(alike)
+    publisher.hold_for(alike)
+    assert publisher.held and publisher.held_reason == "interchangeable"
+    other_ns = decode.pod({**_pod("q"), "metadata": {"name": "q", "namespace": "other"}})
+    differing = [
+        pod("x", cpu="2"),
+        pod("x", nodeSelector={"zone": "a"}),
+        pod("x", tolerations=[{"key": "k", "operator": "Exists"}]),
+        pod("x", priority=10),
+        pod("x", hostNetwork=True, containers=[{"name": "c", "ports": [{"hostPort": 80}]}]),
+        pod("x", volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}]),
+        other_ns,
+    ]
+    for odd in differing:
+        assert not interchangeable([*alike, odd]), odd
+        publisher.hold_for([*alike, odd])
+        assert not publisher.held and publisher.held_reason == ""
+    relabelled = decode.pod({**_pod("r"), "metadata": {"name": "r", "namespace": "ns"}})
+    assert not interchangeable([*alike, relabelled])
+    assert not interchangeable(alike[:1])
+    publisher.hold_for(())
+    assert not publisher.held
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    assert not interchangeable([pod(f"s{i}", topologySpreadConstraints=[spread]) for i in range(3)])

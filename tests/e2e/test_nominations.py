@@ -9,7 +9,8 @@ pod is tried on its own node first and the others' slots are held for them. Chec
 is nominated to its claim's Node at registration, and a pod still nominated runs there (the
 scheduler's preemption step may clear a nomination). With the gate off, no pod is nominated;
 nor while pods spread over the hostname are pending (nominations would make the scheduler's
-attempts for them quadratic in the nodes).
+attempts for them quadratic in the nodes), nor when every pending pod is alike (any pod in any
+slot ends as planned: six 1300m pods, three to a node, on two nodes without a nomination).
 """
 
 from __future__ import annotations
@@ -30,21 +31,25 @@ CATALOG = (b.instance_type("m-4x", 4, 16, price=0.4, zones=("test-zone-a",)),)
 PODS = (("big-0", "2600m"), ("big-1", "2600m"), ("small-0", "1300m"), ("small-1", "1300m"))
 
 
-async def _running(kube: kc.KubeClient, ns: str) -> list[dict[str, Any]]:
+async def _running(kube: kc.KubeClient, ns: str, count: int) -> list[dict[str, Any]]:
     pods, _ = await kube.list(kc.PODS, ns)
     running = [p for p in pods if p["status"].get("phase") == "Running"]
-    return running if len(running) == len(PODS) else []
+    return running if len(running) == count else []
 
 
-async def _unschedulable(kube: kc.KubeClient, ns: str) -> bool:
+async def _unschedulable(kube: kc.KubeClient, ns: str, count: int) -> bool:
     pods, _ = await kube.list(kc.PODS, ns)
     conditions = [c for p in pods for c in p["status"].get("conditions") or []]
     judged = [c for c in conditions if c["type"] == "PodScheduled" and c["status"] == "False"]
-    return len(judged) == len(PODS)
+    return len(judged) == count
 
 
 async def _run_pods(
-    kube: kc.KubeClient, prefix: str, *, spread: bool = False
+    kube: kc.KubeClient,
+    prefix: str,
+    *,
+    spread: bool = False,
+    pods: tuple[tuple[str, str], ...] = PODS,
 ) -> tuple[str, str, list[dict[str, Any]]]:
     """The four pods in a fresh namespace, then their NodePool; (pool, namespace, the pods
     Running). The pool comes once the scheduler has judged every pod, so one pass places all
@@ -52,7 +57,7 @@ async def _run_pods(
     the scheduler and not nominated)."""
     pool = harness.unique(prefix)
     ns = await harness.namespace(kube)
-    for name, cpu in PODS:
+    for name, cpu in pods:
         obj = harness.pod(name, pool, cpu=cpu)
         if spread:  # over the hostname, loose enough (skew 4) to pack as without it
             obj["spec"]["topologySpreadConstraints"] = [
@@ -64,9 +69,10 @@ async def _run_pods(
                 }
             ]
         await kube.create(kc.PODS, obj, ns)
-    await harness.eventually(lambda: _unschedulable(kube, ns), "every pod Unschedulable")
+    count = len(pods)
+    await harness.eventually(lambda: _unschedulable(kube, ns, count), "every pod Unschedulable")
     await kube.create(kc.NODEPOOLS, harness.nodepool(pool))
-    running = await harness.eventually(lambda: _running(kube, ns), "every pod Running")
+    running = await harness.eventually(lambda: _running(kube, ns, count), "every pod Running")
     return pool, ns, running
 
 
@@ -130,4 +136,28 @@ async def test_pods_spread_over_the_hostname_are_not_nominated(
         pool, ns, running = await _run_pods(kube, "nnn-spread", spread=True)
         assert not [p for p in running if p["status"].get("nominatedNodeName")]
         assert not [k for k in publisher.sent if k.startswith(f"{ns}/")]
+        await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_interchangeable_pods_are_not_nominated(control_plane: ControlPlane) -> None:
+    """Six alike pods (one shape, labels, node selection): the pass holds nominations, none is
+    written, and the pods run on the two nodes planned, three to a node, as nominated pods
+    would."""
+    alike = tuple((f"same-{i}", "1300m") for i in range(6))
+    async with (
+        harness.running(control_plane.kubeconfig, catalog=CATALOG, boot_delay_s=2.0) as op,
+        kc.connect(control_plane.kubeconfig) as kube,
+    ):
+        publisher = op.lifecycle.nominations
+        assert publisher is not None
+        pool, ns, running = await _run_pods(kube, "nnn-same", pods=alike)
+        assert not [k for k in publisher.sent if k.startswith(f"{ns}/")]
+        assert not [p for p in running if p["status"].get("nominatedNodeName")]
+        claims = await harness.claims_of(kube, pool)
+        assert len(claims) == 2
+        per_node: dict[str, int] = {}
+        for pod in running:
+            per_node[pod["spec"]["nodeName"]] = per_node.get(pod["spec"]["nodeName"], 0) + 1
+        assert sorted(per_node.values()) == [3, 3]
         await harness.cleanup(kube, pool, ns)
