@@ -289,7 +289,7 @@ def test_free_index_copies_tell_the_original_only_what_holds_there() -> None:
 
 def test_batch_delete_takes_more_than_a_walk_at_once_when_all_can_go() -> None:
     """Fifty lightly used nodes whose pods all fit on the fuller ones go in one command, not
-    in rounds of MAX_WALK; when they cannot all go, the greedy walk gathers at most MAX_WALK."""
+    in rounds of MAX_WALK; when seventy cannot all go, the first half of them can."""
     it = next(t for t in b.catalog() if t.name == "m-4x")
     nodes = [b.managed_node(f"full-{i:02d}", it) for i in range(30)]
     nodes += [b.managed_node(f"light-{i:02d}", it) for i in range(50)]
@@ -311,4 +311,5 @@ def test_batch_delete_takes_more_than_a_walk_at_once_when_all_can_go() -> None:
     ps = new_pass(crowded, Options(), NOW + 3600)
     light = [c for c in ps.candidates if c.name.startswith(("light-", "more-"))]
     command = repack.batch_delete(ps, light)
-    assert command is not None and len(command.names) <= repack.MAX_WALK
+    # all seventy cannot go; the first half of them can, in one command
+    assert command is not None and list(command.names) == [c.name for c in light[:35]]
