@@ -226,11 +226,10 @@ def batch_delete(
 
     When more than ``MAX_WALK`` candidates are in budget, the first ``MAX_BATCH`` of them are
     first simulated gone together (then the first half of them, while more than ``MAX_WALK``):
-    a fleet of lightly used nodes (a scale-down of pods
-    spread one per host) then goes in one command, not in rounds of ``MAX_WALK`` with a
-    validation wait each (hostname-spread: 127 nodes in four rounds, 25 s behind upstream's
-    binary search over 100). Those known not to empty alone are left out: removing more nodes
-    never makes room.
+    a fleet of lightly used nodes (a scale-down of pods spread one per host) then goes in one
+    command, not in rounds of ``MAX_WALK`` with a validation wait each (hostname-spread: 127
+    nodes in four rounds, 25 s behind upstream's binary search over 100). Those known not to
+    empty alone are left out: removing more nodes never makes room.
     """
     whole = _within_budget(ps, order, MAX_BATCH)
     if len(whole) < MIN_PREFIX:
