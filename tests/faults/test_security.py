@@ -84,6 +84,8 @@ UNUSED_BY_DESIGN = {
     ("update", "karpenter.k8s.aws", "ec2nodeclasses"): "finalizer release by update",
     ("update", "karpenter.k8s.aws", "ec2nodeclasses/status"): "status writes other than patch",
     ("patch", "", "events"): "event aggregation (series) patches",
+    ("patch", "", "pods/status"): "PublishNominations: nothing is nominated while every pending "
+    "pod is alike (this run's one Deployment)",
     ("watch", "coordination.k8s.io", "leases"): "leader election may watch its Lease",
     ("delete", "coordination.k8s.io", "leases"): "node repair deletes Node Leases (NodeRepair)",
     ("list", "coordination.k8s.io", "leases"): "node repair reads Node Leases (NodeRepair gate)",
