@@ -27,6 +27,7 @@ from karpenter.kube import codec, errors
 from karpenter.kube.informers import Informer
 
 POLL_S = 1.0
+TEST_PODS = "testing/cluster=unspecified"  # the label every scenario pod carries (workloads.py)
 T = TypeVar("T")
 Prices = Mapping[tuple[str, str, str], float]
 
@@ -73,7 +74,7 @@ def _requests(pod: kc.Obj) -> tuple[float, float]:
 async def fleet(kube: kc.KubeClient, prices: Prices) -> Fleet:
     """Nodes, price, utilisation and pod counts now."""
     nodes, _ = await kube.list(kc.NODES, label_selector="karpenter.sh/nodepool")
-    pods, _ = await kube.list(kc.PODS, label_selector="testing/cluster=unspecified")
+    pods, _ = await kube.list(kc.PODS, label_selector=TEST_PODS)
     used: dict[str, list[float]] = {}
     running = pending = 0
     for pod in pods:
@@ -160,7 +161,8 @@ def _pod_key(pod: kc.Obj) -> str:
 
 
 def _is_test_pod(pod: kc.Obj) -> bool:
-    return (codec.meta(pod).get("labels") or {}).get("testing/cluster") == "unspecified"
+    key, _, value = TEST_PODS.partition("=")
+    return (codec.meta(pod).get("labels") or {}).get(key) == value
 
 
 async def wait_running(kube: kc.KubeClient, pods: int, timeout_s: float, started: float) -> float:
@@ -197,9 +199,7 @@ async def _confirmed_running(
 ) -> float | None:
     """What the watch said, read back from the apiserver: the seconds to the last Ready
     transition, or None if the list disagrees (the watch was behind)."""
-    items, _ = await _read(
-        lambda: kube.list(kc.PODS, label_selector="testing/cluster=unspecified"), deadline
-    )
+    items, _ = await _read(lambda: kube.list(kc.PODS, label_selector=TEST_PODS), deadline)
     running = [p for p in items if _running(p)]
     if len(running) >= pods and len(items) == pods:
         return max(_ready_at(p) for p in running) - started

@@ -56,7 +56,7 @@ import structlog
 from karpenter.controllers.context import ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.pod import DO_NOT_SCHEDULE, Pod
-from karpenter.core.provisioning.podwork import standalone
+from karpenter.core.provisioning.podwork import places_alike
 from karpenter.kube import errors
 from karpenter.kube.client import PODS
 from karpenter.state.cluster import ClusterState
@@ -102,20 +102,11 @@ def interchangeable(pods: Sequence[Pod]) -> bool:
     if len(pods) < 2:
         return False
     first = pods[0]
-    key = _shape(first)
-    return all(standalone(p) and not p.ephemeral_volume_count and _shape(p) == key for p in pods)
-
-
-def _shape(pod: Pod) -> tuple[object, ...]:
-    return (
-        pod.namespace,
-        tuple(sorted(pod.labels.items())),
-        tuple(sorted(pod.requests.items())),
-        tuple(sorted(pod.node_selector.items())),
-        pod.required_node_terms,
-        pod.preferred_node_terms,
-        pod.tolerations,
-        pod.priority,
+    return all(
+        places_alike(p, first)
+        and not p.ephemeral_volume_count
+        and (p.namespace, p.labels, p.priority) == (first.namespace, first.labels, first.priority)
+        for p in pods
     )
 
 
@@ -134,22 +125,26 @@ class NominationPublisher:
         # pod key → the node last written, oldest first (bounded): a registration retried
         # before the watch brings a written pod back (a Conflict) does not write it again
         self.sent: dict[str, str] = {}
-        # Set by each provisioning pass: a pod it saw pending has per-node constraints, and
-        # nominations would make the scheduler's attempts quadratic in the nodes, or every pod
-        # it saw pending is interchangeable, so nominations would change nothing (see above).
-        self.held = False
+        # Set by each provisioning pass (``hold_for``), "" while registrations publish: a pod
+        # it saw pending has per-node constraints, and nominations would make the scheduler's
+        # attempts quadratic in the nodes, or every pod it saw pending is interchangeable, so
+        # nominations would change nothing (see above).
         self.held_reason = ""
 
+    @property
+    def held(self) -> bool:
+        """Whether registrations publish nothing now."""
+        return bool(self.held_reason)
+
     def hold_for(self, pending: Sequence[Pod]) -> None:
-        """Decide, for the pods a pass sees pending, whether registrations publish (``held``
-        and its machine-readable ``held_reason``)."""
+        """Decide, for the pods a pass sees pending, whether registrations publish (``held``,
+        and why not: the machine-readable ``held_reason``)."""
         if any(per_node_constraints(p) for p in pending):
             self.held_reason = "per_node_constraints"
         elif interchangeable(pending):
             self.held_reason = "interchangeable"
         else:
             self.held_reason = ""
-        self.held = bool(self.held_reason)
 
     def pending(self, targets: Collection[str], node_name: str) -> list[Pod]:
         """The pods ``write`` would nominate to ``node_name`` for these targets."""

@@ -122,6 +122,14 @@ class PassReport:
     waited: bool = False
 
 
+def _arrived(since: float) -> float:
+    """When a pod first seen awaiting the scheduler at ``since`` counts as arrived for the
+    batch window: once it has awaited ``HOLD_AFTER_S`` (a burst's pod, not one about to be
+    bound), not when it fell due a second after it was seen; a window otherwise closed 2 s
+    after a burst's last pod."""
+    return since + HOLD_AFTER_S
+
+
 def _arrival_pattern(seen: Sequence[float]) -> dict[str, float | int]:
     """How the pods seen awaiting the scheduler since the last pass arrived: how many, over
     how long, and the longest pause between two of them (a window's idle gap shorter than
@@ -155,8 +163,8 @@ class Provisioner(Controller):
     # buffers' virtual pods went (the snapshot carries them; they are scheduled with the real
     # pending pods but never nominated or reported as pods).
     after_pass: Callable[[Results, Sequence[Pod]], Awaitable[None]] | None = None
-    # Set by the composition root when PublishNominations is on: each pass tells it whether
-    # a pending pod has per-node constraints (``nominations.held``).
+    # Set by the composition root when PublishNominations is on: each pass tells it what it
+    # saw pending (``nominations.hold_for``), which decides whether registrations publish.
     nominations: NominationPublisher | None = None
 
     def __init__(
@@ -233,7 +241,7 @@ class Provisioner(Controller):
             self._triggered[key] = pod
             if before is None or not _same_spec(before, pod):
                 since = self.awaiting.get(key)
-                self.batcher.trigger(key, at=None if since is None else since + HOLD_AFTER_S)
+                self.batcher.trigger(key, at=None if since is None else _arrived(since))
         if self.early:
             self._track_awaiting(key, pod)
 
@@ -291,10 +299,7 @@ class Provisioner(Controller):
                 # the scheduler's Unschedulable verdict, when it comes, is then no news
                 self._triggered[key] = pod
                 if trigger:
-                    # the window's idle gap counts from when the pod showed it was part of
-                    # a burst (awaiting for HOLD_AFTER_S), not from the second it then waited
-                    # to fall due: a window otherwise closed 2 s after a burst's last pod
-                    self.batcher.trigger(key, at=since + HOLD_AFTER_S)
+                    self.batcher.trigger(key, at=_arrived(since))
 
     def _held_until(self) -> float | None:
         """When the newest pod awaiting the scheduler for ``HOLD_AFTER_S`` falls due, if one

@@ -129,7 +129,7 @@ def test_a_pod_bound_off_its_plan_triggers_the_pods_planned_where_it_went(
     assert triggered == ["ns/p"]
     state.pods.upsert(_pod("q", 3, nodeName="n1"))  # a later update of the bound pod
     assert triggered == ["ns/p"]
-    prov.nominations.held = True
+    prov.nominations.held_reason = "per_node_constraints"  # held
     state.pods.upsert(_pod("t", 1, condition="Unschedulable"))  # triggers itself
     state.nominate("ns/t", "n2", until=1e12)
     state.pods.upsert(_pod("t", 2, nodeName="n1"))  # off plan onto p's node, but held

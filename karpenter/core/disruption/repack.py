@@ -234,9 +234,7 @@ def batch_delete(
     whole = _within_budget(ps, order, MAX_BATCH)
     if len(whole) < MIN_PREFIX:
         return None
-    best = None
-    if len(whole) > MAX_WALK:
-        best = _all_gone(ps, [c for c in whole if not undeletable(c.name)])
+    best = _all_gone(ps, [c for c in whole if not undeletable(c.name)])
     if best is None:
         best = _gathered(ps, whole[:MAX_WALK], undeletable)
     if best is not None:

@@ -170,14 +170,17 @@ def standalone(pod: Pod) -> bool:
 
 def alike(work: PodWork, leader: PodWork) -> bool:
     """Whether ``work`` asks every target what ``leader`` (unrelaxed and ``standalone``) asks:
-    it is unrelaxed and standalone too, with the same requests, node selection and
-    tolerations. Labels and namespace aside: a standalone pod's are asked nothing but whether
-    other pods' rules select it, which is the caller's to check."""
-    a, b = work.pod, leader.pod
-    if work.relaxations or a.requests != b.requests:
-        return False
+    it is unrelaxed and ``places_alike``. Labels and namespace aside: a standalone pod's are
+    asked nothing but whether other pods' rules select it, which is the caller's to check."""
+    return not work.relaxations and places_alike(work.pod, leader.pod)
+
+
+def places_alike(a: Pod, b: Pod) -> bool:
+    """Whether ``a`` is standalone and asks a node what ``b`` asks: the same requests, node
+    selection and tolerations."""
     return (
-        a.node_selector == b.node_selector
+        a.requests == b.requests
+        and a.node_selector == b.node_selector
         and a.required_node_terms == b.required_node_terms
         and a.preferred_node_terms == b.preferred_node_terms
         and a.tolerations == b.tolerations
