@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import yaml
 
-from bench.perf import cluster, monitor, timeline
+from bench.perf import cluster, monitor, schedqueue, timeline
 from bench.perf.processes import CATALOG, Controller, Sampler
 from bench.perf.workloads import NAMESPACE, Phase, Scenario
 from karpenter.aio.clock import RealClock
@@ -138,8 +138,10 @@ async def run_phase(
     cap_s: float = float("inf"),
     audit_log: Path | None = None,
     work: Path | None = None,
+    scheduler_port: int | None = None,
 ) -> PhaseResult:
-    """Act, wait (at most upstream's limit for the phase, or ``cap_s``), measure."""
+    """Act, wait (at most upstream's limit for the phase, or ``cap_s``), measure (a scale-out
+    also samples the kube-scheduler's queue, when its ``scheduler_port`` is given)."""
     wait_s = min(phase.limit_s, cap_s)
     sampler = Sampler(controller.pid)
     sampler.begin()
@@ -147,10 +149,15 @@ async def run_phase(
     started = RealClock().now()
     await _act(kube, phase)
     settled = True
+    queue = schedqueue.SchedulerQueue(scheduler_port, started) if scheduler_port else None
     if phase.kind == "scale-out":
-        seconds = await monitor.sampled(
-            sampler, lambda: monitor.wait_running(kube, phase.pods, wait_s * 4, started)
-        )
+        async with anyio.create_task_group() as tg:
+            if queue is not None:
+                tg.start_soon(queue.follow)
+            seconds = await monitor.sampled(
+                sampler, lambda: monitor.wait_running(kube, phase.pods, wait_s * 4, started)
+            )
+            tg.cancel_scope.cancel()
     else:
         extra = _drift_done(kube, started) if phase.kind == "drift" else None
         async with anyio.create_task_group() as tg:
@@ -169,7 +176,10 @@ async def run_phase(
         # where the seconds went, beside the controller's log (``--work`` keeps both)
         line = await timeline.collect(kube, started, NAMESPACE, controller.log, audit_log)
         out = controller.log.with_name(f"timeline-{scenario}-{controller.kind}.md")
-        out.write_text(line.table() + "\n", encoding="utf-8")
+        text = line.table() + "\n"
+        if queue is not None:
+            text += "\nkube-scheduler queue (cumulative attempts)\n\n" + queue.table() + "\n"
+        out.write_text(text, encoding="utf-8")
     if work is not None:
         await dump(kube, work / f"dump-{scenario}-{controller.kind}-{phase.kind}-end.yaml")
     return PhaseResult(
@@ -236,7 +246,15 @@ async def _scenario(
             for phase in scenario.phases:
                 audit = plane.audit_log if plane.audit_log.exists() else None
                 result = await run_phase(
-                    kube, scenario.name, phase, controller, quiet_s, cap_s, audit, work
+                    kube,
+                    scenario.name,
+                    phase,
+                    controller,
+                    quiet_s,
+                    cap_s,
+                    audit,
+                    work,
+                    plane.scheduler_port,
                 )
                 results.append(result)
                 if not controller.alive():

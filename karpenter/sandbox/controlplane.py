@@ -209,6 +209,7 @@ class LocalControlPlane:
         self.client_rate = client_rate
         self.etcd_port = _free_port()
         self.apiserver_port = _free_port()
+        self.scheduler_port = _free_port()  # its HTTPS /metrics (bench/perf reads the queue)
         self.server = f"https://127.0.0.1:{self.apiserver_port}"
         self.kubeconfig = self.work_dir / "admin.kubeconfig"
         self._etcd_data = self.work_dir / "etcd-data"
@@ -426,11 +427,13 @@ class LocalControlPlane:
         kubeconfig = self.work_dir / "kube-scheduler.kubeconfig"
         return [
             f"--kubeconfig={kubeconfig}",
-            # No --authentication/authorization-kubeconfig: the components' own HTTPS endpoints
-            # (metrics, healthz) are unused in tests, and delegated auth only adds log noise.
+            # No --authentication/authorization-kubeconfig: delegated auth only adds log noise.
             "--bind-address=127.0.0.1",
             # Never the default 10259: parallel sessions would collide on it.
-            f"--secure-port={_free_port()}",
+            f"--secure-port={self.scheduler_port}",
+            # /metrics and /debug/pprof readable without credentials on loopback: the attempts
+            # and queue gauges, a goroutine dump, show what the scheduler did with a burst
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*",
             "--leader-elect=false",
             # As Kubernetes 1.35 runs by default (beta there, alpha and off in the pinned
             # 1.34): a nominatedNodeName set by another component (Karpenter's

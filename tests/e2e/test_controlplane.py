@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client, watch
 
+from bench.perf.schedqueue import SchedulerQueue, parse
 from tests.e2e.conftest import ControlPlane, new_api_client
 
 pytestmark = pytest.mark.e2e
@@ -62,7 +63,7 @@ async def test_apiserver_answers(control_plane: ControlPlane, api: client.ApiCli
 
 @pytest.mark.asyncio
 async def test_unschedulable_without_nodes_then_bound_to_a_fake_node(
-    api: client.ApiClient,
+    control_plane: ControlPlane, api: client.ApiClient
 ) -> None:
     core = client.CoreV1Api(api)
     ns = await _new_namespace(core)
@@ -78,6 +79,12 @@ async def test_unschedulable_without_nodes_then_bound_to_a_fake_node(
         return cond is not None and cond.status == "False" and cond.reason == "Unschedulable"
 
     await eventually(unschedulable, "PodScheduled=False/Unschedulable")
+    # the perf harness's view of the scheduler's queue (its /metrics, open on loopback) counts
+    # that failed attempt
+    queue = SchedulerQueue(control_plane.local.scheduler_port, started=0.0)
+    sample = parse(await asyncio.to_thread(queue.read), at=0.0)
+    assert sample.failed >= 1
+    assert set(sample.pending) == {"active", "backoff", "unschedulable"}
 
     labels = {"kubernetes.io/hostname": node_name, **selector}
     await core.create_node(
