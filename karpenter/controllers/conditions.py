@@ -46,13 +46,11 @@ async def update(
     raw: Mapping[str, Any] | None = None,
     status: Mapping[str, Any] | None = None,
     namespace: str | None = None,
-    background: bool = False,
 ) -> Obj | None:
     """Apply ``change`` to the object's conditions (and set ``status`` fields) with optimistic
     concurrency; the written object, or None when nothing changed or the object is gone.
 
-    ``raw`` is the caller's copy to start from (read afresh when None or on a Conflict);
-    ``background`` writes wait for throttle tokens no other request needs (``TokenBucket``).
+    ``raw`` is the caller's copy to start from (read afresh when None or on a Conflict).
     """
     for _ in range(ATTEMPTS):
         if raw is None:
@@ -70,9 +68,7 @@ async def update(
             "status": {**fields, "conditions": conds},
         }
         try:
-            return await kube.merge_patch(
-                res, name, patch, namespace, subresource="status", background=background
-            )
+            return await kube.merge_patch(res, name, patch, namespace, subresource="status")
         except errors.Conflict:
             raw = None  # another writer got there first: read again, apply our change again
         except errors.NotFound:

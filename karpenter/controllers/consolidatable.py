@@ -72,9 +72,7 @@ class ConsolidatableWatch(Controller):
             conds[:] = kept
             return changed
 
-        # Setting the condition is bookkeeping (background: it waits out a burst's writes);
-        # clearing it, because the node just got work, is not.
-        obj = await conditions.update(self.kube, NODECLAIMS, name, change, raw=raw, background=on)
+        obj = await conditions.update(self.kube, NODECLAIMS, name, change, raw=raw)
         if obj is not None:
             self.state.nodeclaims.upsert(obj)
             self._log.debug("consolidatable", nodeclaim=name, consolidatable=on, reason=why)

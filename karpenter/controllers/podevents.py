@@ -6,9 +6,6 @@ work is not judged yet. The events that count, as upstream counts them: a non-Da
 terminal or starting to terminate (now). Each pod's last seen signature is kept so that an
 unrelated update of the same pod (a label, a readiness flip) writes nothing; per NodeClaim the
 latest pending time wins and is written once, and never moves the stored time backwards.
-The write is background (``TokenBucket``): in a burst it waits, at most 10 s, behind the writes
-that put pods on nodes; a node's consolidation is at worst that much later to be held off, as
-upstream's dedupe, which drops such events, already allows.
 
 Writes to one NodeClaim are at least ``DEDUPE_S`` (10 s, upstream's dedupe) apart: a node
 filling during a burst gets one write, then the latest time ``DEDUPE_S`` later, not one write
@@ -140,9 +137,7 @@ class PodEvents(Controller):
             return last + DEDUPE_S - now  # the latest time, written when the window ends
         patch: dict[str, Any] = {"status": {"lastPodEventTime": codec.rfc3339(when)}}
         try:
-            obj = await self.kube.merge_patch(
-                NODECLAIMS, claim, patch, subresource="status", background=True
-            )
+            obj = await self.kube.merge_patch(NODECLAIMS, claim, patch, subresource="status")
         except errors.NotFound:
             return None
         except errors.ApiError:

@@ -1,5 +1,4 @@
-"""Token bucket: a full burst passes at once, then one token per 1/rate seconds; background
-acquirers take only the tokens foreground ones leave, but never wait past their limit."""
+"""Token bucket: a full burst passes at once, then one token per 1/rate seconds."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import anyio.lowlevel
 import pytest
 
 from karpenter.aio.clock import FakeClock
-from karpenter.aio.ratelimit import BACKGROUND_MAX_WAIT_S, TokenBucket
+from karpenter.aio.ratelimit import TokenBucket
 
 
 async def _settle() -> None:
@@ -62,67 +61,6 @@ async def test_a_reservation_is_one_place_in_line() -> None:
     assert [(who, round(at, 6)) for who, at in done] == [("three", 0.2), ("one", 0.3)]
     with pytest.raises(ValueError, match="positive"):
         await bucket.acquire(0)
-
-
-@pytest.mark.asyncio
-async def test_background_waits_for_tokens_nobody_reserved() -> None:
-    """Rate 10/s, burst 1, the token taken: a background write asked for first still goes after
-    the two foreground writes asked for after it (0.1, 0.2 s), at 0.3 s; two background writes
-    go in the order they asked; with the bucket idle a background write goes at once."""
-    clock = FakeClock()
-    bucket = TokenBucket(clock, rate=10, burst=1)
-    await bucket.acquire()
-    done: list[tuple[str, float]] = []
-
-    async def take(who: str, background: bool) -> None:
-        await bucket.acquire(background=background)
-        done.append((who, round(clock.now(), 6)))
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(take, "bg1", True)
-        await _settle()
-        tg.start_soon(take, "bg2", True)
-        await _settle()
-        tg.start_soon(take, "fg1", False)
-        await _settle()
-        tg.start_soon(take, "fg2", False)
-        await _settle()
-        for _ in range(4):
-            clock.advance(0.1)
-            await _settle()
-    assert done == [("fg1", 0.1), ("fg2", 0.2), ("bg1", 0.3), ("bg2", 0.4)]
-    clock.advance(1)
-    await bucket.acquire(background=True)  # idle bucket: no wait
-    assert clock.sleepers == 0
-
-
-@pytest.mark.asyncio
-async def test_background_is_delayed_not_starved() -> None:
-    """A foreground stream that uses the whole rate (one write every 0.1 s at 10/s) leaves no
-    spare token, ever: the background write waits its limit, then queues as any write would."""
-    clock = FakeClock()
-    bucket = TokenBucket(clock, rate=10, burst=1)
-    done: list[float] = []
-
-    async def background() -> None:
-        await bucket.acquire(background=True)
-        done.append(clock.now())
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(bucket.acquire)
-        tg.start_soon(background)
-        await _settle()
-        steps = int(BACKGROUND_MAX_WAIT_S * 10) + 20
-        for _ in range(steps):
-            tg.start_soon(bucket.acquire)  # the next foreground write, before the refill
-            await _settle()
-            clock.advance(0.1)
-            await _settle()
-            if done:
-                break
-        tg.cancel_scope.cancel()  # the foreground writes still queued
-    assert len(done) == 1
-    assert BACKGROUND_MAX_WAIT_S <= done[0] <= BACKGROUND_MAX_WAIT_S + 0.5
 
 
 def test_try_acquire_never_waits() -> None:
