@@ -28,6 +28,7 @@ from karpenter.kube.informers import Informer
 
 POLL_S = 1.0
 TEST_PODS = "testing/cluster=unspecified"  # the label every scenario pod carries (workloads.py)
+_TEST_KEY, _, _TEST_VALUE = TEST_PODS.partition("=")
 T = TypeVar("T")
 Prices = Mapping[tuple[str, str, str], float]
 
@@ -161,8 +162,7 @@ def _pod_key(pod: kc.Obj) -> str:
 
 
 def _is_test_pod(pod: kc.Obj) -> bool:
-    key, _, value = TEST_PODS.partition("=")
-    return (codec.meta(pod).get("labels") or {}).get(key) == value
+    return (codec.meta(pod).get("labels") or {}).get(_TEST_KEY) == _TEST_VALUE
 
 
 async def wait_running(kube: kc.KubeClient, pods: int, timeout_s: float, started: float) -> float:

@@ -11,6 +11,7 @@ without credentials on loopback (``LocalControlPlane``'s scheduler flags).
 
 from __future__ import annotations
 
+import functools
 import ssl
 import urllib.request
 from dataclasses import dataclass, field
@@ -54,11 +55,8 @@ class SchedulerQueue:
 
     def read(self) -> str:
         """The scheduler's metrics text (blocking: ``follow`` runs it in a thread)."""
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE  # the scheduler's self-signed serving certificate
         url = f"https://127.0.0.1:{self.port}/metrics"
-        with urllib.request.urlopen(url, context=ctx, timeout=2) as resp:
+        with urllib.request.urlopen(url, context=_tls(), timeout=2) as resp:
             body: bytes = resp.read()
         return body.decode()
 
@@ -85,6 +83,15 @@ class SchedulerQueue:
                 + f" | {sample.scheduled:g} | {sample.failed:g} |"
             )
         return "\n".join(lines)
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One client context for every read (building one loads the system's CA bundle)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # the scheduler's self-signed serving certificate
+    return ctx
 
 
 def parse(text: str, at: float) -> Sample:
