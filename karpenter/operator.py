@@ -192,8 +192,9 @@ class Operator:
         )
         # CapacityBuffer (feature gate, off by default as upstream): headroom as virtual pods
         self.capacity_buffers: CapacityBuffers | None = None
+        self.nominations: NominationPublisher | None = None
         if ctx.settings.feature_gates["PublishNominations"]:
-            publisher = NominationPublisher(ctx)
+            publisher = self.nominations = NominationPublisher(ctx)
             self.lifecycle.nominations = publisher
             self.provisioner.nominations = publisher  # it tells the publisher when to hold
         if ctx.settings.feature_gates["CapacityBuffer"]:
@@ -214,6 +215,7 @@ class Operator:
                 self.capacity_buffers,
                 self.provisioner,
                 self.podevents,
+                self.nominations,
             )
             if c is not None
         )

@@ -44,6 +44,16 @@ then binds wherever the scheduler likes, as without this). A pass does not publi
 on capacity that is already up, from a mirror that may trail a burst by seconds, it would
 re-nominate pods the scheduler has bound and move others off their plan (measured: 833 of 1000
 pods re-nominated after binding, 147 nodes instead of 141).
+
+The one exception is a nomination the scheduler took back: its preemption step clears a
+pod's ``nominatedNodeName`` when an attempt finds the node not yet schedulable (an attempt that
+another Node's arrival triggered, in the moment between the nominations and the untaint) and
+nothing to preempt. The slot that nomination held is then open to any pod, and when the node
+opens a pod planned for another node takes it, the planned pod is stranded and a node is bought
+for it (seen in ``tests/e2e/test_nominations.py``: two small pods on one node, a third node for
+a large one). So once the watch has shown a written nomination and then shows it cleared, the
+pod still pending and still planned there, the publisher writes it again (``repair``), at most
+``REPAIRS_PER_POD`` times a pod: a pod the scheduler keeps rejecting there is left to it.
 """
 
 from __future__ import annotations
@@ -51,17 +61,20 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 import anyio
+import anyio.abc
 import structlog
 
+from karpenter.aio.keyed_queue import KeyedQueue
 from karpenter.controllers.context import ControllerContext
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.pod import DO_NOT_SCHEDULE, Pod
 from karpenter.core.provisioning.podwork import places_alike
 from karpenter.kube import errors
 from karpenter.kube.client import PODS
-from karpenter.state.cluster import ClusterState
+from karpenter.state.cluster import ClusterState, Obj
 
 SENT_KEYS = 20_000  # pods remembered as written (the watch may not have brought them back)
+REPAIRS_PER_POD = 3  # a nomination the scheduler cleared is written again at most this often
 
 
 def planned_pods(
@@ -130,6 +143,74 @@ class NominationPublisher:
         # attempts quadratic in the nodes, or every pod it saw pending is interchangeable, so
         # nominations would change nothing (see above).
         self.held_reason = ""
+        # pods whose written nomination the watch has shown (a pod seen without one before
+        # that is only the watch trailing the write), and how often each was repaired
+        self._shown: set[str] = set()
+        self._repairs: dict[str, int] = {}
+        self.clock = ctx.clock
+        self.queue: KeyedQueue[str] = KeyedQueue(ctx.clock, "nominations")
+        ctx.state.subscribe(self._on_change)
+
+    def _on_change(self, kind: str, key: str, obj: Obj | None) -> None:
+        if kind != "Pod":
+            return
+        node = self.sent.get(key)
+        if node is None:  # most pod events: one dict lookup
+            return
+        pod = self.state.pods.get(key)
+        if pod is None or pod.node_name or not pod.is_active():
+            self._forget(key)  # bound or gone: nothing left to hold
+        elif pod.nominated_node_name == node:
+            self._shown.add(key)
+        elif not pod.nominated_node_name and key in self._shown:
+            self._shown.discard(key)
+            self.queue.add(key)
+        elif pod.nominated_node_name:  # the scheduler's own (preemption): its call from now on
+            self._shown.discard(key)
+
+    def _forget(self, key: str) -> None:
+        self._shown.discard(key)
+        self._repairs.pop(key, None)
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Repair cleared nominations forever."""
+        task_status.started()
+        await self.queue.run(self.repair, 8)
+
+    def replanned_node(self, key: str) -> str:
+        """The Node the provisioner's live plan puts pod ``key`` on ("" if none, or if the
+        plan names a claim whose Node has not registered)."""
+        entry = self.state.nominations.get(key)
+        if entry is None or entry[1] <= self.clock.now():
+            return ""
+        claim = self.state.nodeclaims.get(entry[0])
+        node = claim.node_name if claim is not None else entry[0]
+        return node if node and self.state.nodes.raw(node) is not None else ""
+
+    async def repair(self, key: str) -> float | None:
+        """Write pod ``key``'s nomination again if the scheduler cleared it while the pod is
+        still pending and still planned on the node it was written for."""
+        node = self.sent.get(key)
+        pod = self.state.pods.get(key)
+        if (
+            node is None
+            or pod is None
+            or pod.node_name
+            or pod.nominated_node_name
+            or not pod.is_active()
+            or self.held
+            or self._repairs.get(key, 0) >= REPAIRS_PER_POD
+            or self.replanned_node(key) != node
+        ):
+            return None
+        self._repairs[key] = self._repairs.get(key, 0) + 1
+        self.sent.pop(key, None)  # so ``write`` records it anew
+        if await self.write([pod], node):
+            self.metrics.pods_nomination_repairs.inc()
+            self._log.debug("nomination repaired", pod=key, node=node)
+        return None
 
     @property
     def held(self) -> bool:
@@ -177,7 +258,9 @@ class NominationPublisher:
             self.sent.pop(pod.key, None)
             self.sent[pod.key] = node_name
             if len(self.sent) > SENT_KEYS:
-                del self.sent[next(iter(self.sent))]
+                oldest = next(iter(self.sent))
+                del self.sent[oldest]
+                self._forget(oldest)
 
         async with anyio.create_task_group() as tg:
             for pod in pods:

@@ -92,6 +92,11 @@ class Metrics:
             "Pending pods whose status.nominatedNodeName was set to the Node planned for them.",
             registry=r,
         )
+        self.pods_nomination_repairs = Counter(
+            "karpenter_pods_nomination_repairs_total",
+            "Nominations written again after the kube-scheduler cleared them on a pending pod.",
+            registry=r,
+        )
         self.nodeclaims_initialized = Counter(
             "karpenter_nodeclaims_initialized_total",
             "NodeClaims whose Node became ready with its resources registered.",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import pytest
+
 from karpenter.aio.clock import FakeClock
 from karpenter.api import decode
 from karpenter.controllers.nominations import (
@@ -20,7 +22,8 @@ from tests.support.context import controller_context
 
 def _pod(name: str, **status: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": "c"}]}
-    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": name, "resourceVersion": "1"}
+    rv = str(status.pop("rv", 1))
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": name, "resourceVersion": rv}
     if status.pop("bound", False):
         spec["nodeName"] = "n1"
     if status.pop("deleting", False):
@@ -154,3 +157,74 @@ def test_interchangeable_pods_hold_nominations_and_any_difference_publishes() ->
         "labelSelector": {"matchLabels": {"app": "web"}},
     }
     assert not interchangeable([pod(f"s{i}", topologySpreadConstraints=[spread]) for i in range(3)])
+
+
+def _repairing() -> tuple[ClusterState, NominationPublisher]:
+    """A publisher whose registration wrote pod ``ns/p``'s nomination to Node n1 (planned on
+    claim c1, which registered as n1)."""
+    state = ClusterState()
+    state.nodeclaims.upsert(
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": "c1", "resourceVersion": "1"},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "x"}},
+            "status": {"nodeName": "n1", "providerID": "sim://c1"},
+        }
+    )
+    state.nodes.upsert(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "resourceVersion": "1"}}
+    )
+    ctx = controller_context(cast("KubeClient", None), FakeClock(0.0), state=state)
+    publisher = NominationPublisher(ctx)
+    state.nominate("ns/p", "c1", until=100.0)
+    publisher.sent["ns/p"] = "n1"
+    return state, publisher
+
+
+def test_a_nomination_cleared_after_the_watch_showed_it_is_queued_for_repair() -> None:
+    """The watch trailing the write (the pod still without a nomination) queues nothing; once
+    it has shown the nomination, the scheduler clearing it on the pending pod queues a repair."""
+    state, publisher = _repairing()
+    state.pods.upsert(_pod("p", rv=2))  # an event from before the write landed
+    assert len(publisher.queue) == 0
+    state.pods.upsert(_pod("p", nominatedNodeName="n1", rv=3))
+    assert len(publisher.queue) == 0
+    state.pods.upsert(_pod("p", rv=4))  # the scheduler's preemption step cleared it
+    assert len(publisher.queue) == 1
+
+
+def test_a_nomination_moved_elsewhere_or_a_bound_pod_is_not_repaired() -> None:
+    """The scheduler's own nomination (preemption elsewhere) is left alone, and a pod that
+    bound is forgotten: a later event without a nomination queues nothing."""
+    state, publisher = _repairing()
+    state.pods.upsert(_pod("p", nominatedNodeName="n1", rv=5))
+    state.pods.upsert(_pod("p", nominatedNodeName="n7", rv=6))
+    assert len(publisher.queue) == 0
+    state.pods.upsert(_pod("p", rv=7))  # cleared after the scheduler's own: its call
+    assert len(publisher.queue) == 0
+    state.pods.upsert(_pod("p", nominatedNodeName="n1", rv=8))
+    state.pods.upsert(_pod("p", bound=True, rv=9))
+    state.pods.upsert(_pod("p", rv=10))
+    assert len(publisher.queue) == 0
+
+
+@pytest.mark.asyncio
+async def test_repair_writes_nothing_when_the_plan_moved_or_expired() -> None:
+    """A repair rereads the plan: a pod the provisioner has since placed elsewhere, or whose
+    plan expired, or while nominations are held, is not written (the client here would fail
+    any write)."""
+    state, publisher = _repairing()
+    state.pods.upsert(_pod("p", rv=11))
+    assert publisher.replanned_node("ns/p") == "n1"
+    state.nominate("ns/p", "c2", until=100.0)
+    assert publisher.replanned_node("ns/p") == ""
+    await publisher.repair("ns/p")
+    state.nominate("ns/p", "c1", until=100.0)
+    publisher.held_reason = "interchangeable"
+    await publisher.repair("ns/p")
+    publisher.held_reason = ""
+    state.nominate("ns/p", "c1", until=-1.0)
+    assert publisher.replanned_node("ns/p") == ""
+    await publisher.repair("ns/p")
+    assert publisher.sent == {"ns/p": "n1"}

@@ -17,13 +17,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
+from karpenter.aio.clock import FakeClock
+from karpenter.controllers.nominations import REPAIRS_PER_POD, NominationPublisher
 from karpenter.kube import client as kc
 from karpenter.kube import codec
+from karpenter.state.cluster import ClusterState
 from tests.e2e import harness
 from tests.e2e.conftest import ControlPlane
 from tests.support import builders as b
+from tests.support.context import controller_context
 
 pytestmark = pytest.mark.e2e
 
@@ -161,3 +166,54 @@ async def test_interchangeable_pods_are_not_nominated(control_plane: ControlPlan
             per_node[pod["spec"]["nodeName"]] = per_node.get(pod["spec"]["nodeName"], 0) + 1
         assert sorted(per_node.values()) == [3, 3]
         await harness.cleanup(kube, pool, ns)
+
+
+@pytest.mark.asyncio
+async def test_a_nomination_the_scheduler_cleared_is_written_again(kube: kc.KubeClient) -> None:
+    """On the real apiserver: a written nomination, shown by the pod, then cleared on the
+    still-pending pod (as the scheduler's preemption step does) is written again by the
+    publisher's own queue, at most ``REPAIRS_PER_POD`` times. The pod names a scheduler that
+    does not run, so only the test clears it; the test feeds the mirror by hand."""
+    state = ClusterState()
+    ctx = controller_context(kube, FakeClock(0.0), state=state)
+    publisher = NominationPublisher(ctx)
+    ns = await harness.namespace(kube)
+    node = harness.unique("nnn-repair")
+    await kube.create(kc.NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    obj = harness.pod("p", "nowhere")
+    obj["spec"]["schedulerName"] = "no-such-scheduler"
+    await kube.create(kc.PODS, obj, ns)
+    key = f"{ns}/p"
+    state.nodes.upsert(await kube.get(kc.NODES, node))
+    state.nominate(key, node, until=100.0)
+
+    async def nominated() -> str:
+        raw = await kube.get(kc.PODS, "p", ns)
+        state.pods.upsert(raw)  # what the informer would do
+        return str(raw["status"].get("nominatedNodeName") or "")
+
+    async def clear() -> None:
+        patch = {"status": {"nominatedNodeName": None}}
+        await kube.merge_patch(kc.PODS, "p", patch, namespace=ns, subresource="status")
+        assert await nominated() == ""
+
+    async def renominated() -> bool:
+        return await nominated() == node
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(publisher.run)
+        await nominated()
+        pod = state.pods.get(key)
+        assert pod is not None
+        assert await publisher.write([pod], node) == 1
+        assert await nominated() == node
+        for _ in range(REPAIRS_PER_POD):
+            await clear()
+            await harness.eventually(renominated, "the cleared nomination written again")
+        await clear()  # the scheduler keeps rejecting it there: left to it
+        await anyio.sleep(1.0)
+        assert await nominated() == ""
+        tg.cancel_scope.cancel()
+    assert ctx.metrics.pods_nomination_repairs._value.get() == REPAIRS_PER_POD
+    await kube.delete(kc.NODES, node)
+    await kube.delete(kc.NAMESPACES, ns)
