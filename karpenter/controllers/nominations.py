@@ -172,6 +172,19 @@ class NominationPublisher:
         self._shown.discard(key)
         self._repairs.pop(key, None)
 
+    def _remember(self, key: str, node: str) -> None:
+        self.sent.pop(key, None)  # newest last: the oldest is the one let go
+        self.sent[key] = node
+        if len(self.sent) > SENT_KEYS:
+            oldest = next(iter(self.sent))
+            del self.sent[oldest]
+            self._forget(oldest)
+
+    def _unremember(self, key: str, node: str) -> None:
+        if self.sent.get(key) == node:  # (the repair count stays: no repair loop)
+            del self.sent[key]
+            self._shown.discard(key)
+
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
@@ -206,7 +219,6 @@ class NominationPublisher:
         ):
             return None
         self._repairs[key] = self._repairs.get(key, 0) + 1
-        self.sent.pop(key, None)  # so ``write`` records it anew
         if await self.write([pod], node):
             self.metrics.pods_nomination_repairs.inc()
             self._log.debug("nomination repaired", pod=key, node=node)
@@ -239,6 +251,10 @@ class NominationPublisher:
         async def one(pod: Pod) -> None:
             nonlocal written
             patch = {"status": {"nominatedNodeName": node_name}}
+            # Recorded before the write: the watch may show the pod with its nomination before
+            # this task reads the answer, and a nomination the watch showed is one to repair
+            # if the scheduler clears it.
+            self._remember(pod.key, node_name)
             try:
                 # the watch brings the pod back; decoding 1000 answers here would only cost CPU
                 await self.kube.merge_patch(
@@ -253,14 +269,12 @@ class NominationPublisher:
                 # NotFound (the pod went), Forbidden (no RBAC for pods/status): the pod binds
                 # wherever the scheduler likes, as it would without a nomination.
                 self._log.debug("nomination not written", pod=pod.key, error=str(err))
+                self._unremember(pod.key, node_name)
                 return
+            except BaseException:  # a retried registration writes it again
+                self._unremember(pod.key, node_name)
+                raise
             written += 1
-            self.sent.pop(pod.key, None)
-            self.sent[pod.key] = node_name
-            if len(self.sent) > SENT_KEYS:
-                oldest = next(iter(self.sent))
-                del self.sent[oldest]
-                self._forget(oldest)
 
         async with anyio.create_task_group() as tg:
             for pod in pods:

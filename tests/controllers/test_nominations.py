@@ -228,3 +228,31 @@ async def test_repair_writes_nothing_when_the_plan_moved_or_expired() -> None:
     assert publisher.replanned_node("ns/p") == ""
     await publisher.repair("ns/p")
     assert publisher.sent == {"ns/p": "n1"}
+
+
+class _WatchFirst:
+    """A client whose write is seen by the watch before its answer is read (an informer
+    event handled while the writing task still awaits the response)."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+
+    async def merge_patch(self, res: Any, name: str, patch: Any, **kw: Any) -> dict[str, Any]:
+        self.state.pods.upsert(_pod(name, nominatedNodeName="n1", rv=50))
+        return {}
+
+
+@pytest.mark.asyncio
+async def test_a_nomination_the_watch_shows_before_the_answer_is_still_repaired() -> None:
+    """The pod's event with the written nomination arrives before the write returns: the
+    publisher already counts it as written, so the scheduler clearing it later queues a
+    repair."""
+    state, publisher = _repairing()
+    publisher.kube = cast("KubeClient", _WatchFirst(state))
+    publisher.sent.clear()
+    state.pods.upsert(_pod("p", rv=12))
+    pod = state.pods.get("ns/p")
+    assert pod is not None
+    assert await publisher.write([pod], "n1") == 1
+    state.pods.upsert(_pod("p", rv=51))  # cleared by the scheduler
+    assert len(publisher.queue) == 1
