@@ -192,7 +192,7 @@ class NominationPublisher:
         task_status.started()
         await self.queue.run(self.repair, 8)
 
-    def replanned_node(self, key: str) -> str:
+    def planned_node(self, key: str) -> str:
         """The Node the provisioner's live plan puts pod ``key`` on ("" if none, or if the
         plan names a claim whose Node has not registered)."""
         entry = self.state.nominations.get(key)
@@ -215,7 +215,7 @@ class NominationPublisher:
             or not pod.is_active()
             or self.held
             or self._repairs.get(key, 0) >= REPAIRS_PER_POD
-            or self.replanned_node(key) != node
+            or self.planned_node(key) != node
         ):
             return None
         self._repairs[key] = self._repairs.get(key, 0) + 1

@@ -216,16 +216,16 @@ async def test_repair_writes_nothing_when_the_plan_moved_or_expired() -> None:
     any write)."""
     state, publisher = _repairing()
     state.pods.upsert(_pod("p", rv=11))
-    assert publisher.replanned_node("ns/p") == "n1"
+    assert publisher.planned_node("ns/p") == "n1"
     state.nominate("ns/p", "c2", until=100.0)
-    assert publisher.replanned_node("ns/p") == ""
+    assert publisher.planned_node("ns/p") == ""
     await publisher.repair("ns/p")
     state.nominate("ns/p", "c1", until=100.0)
     publisher.held_reason = "interchangeable"
     await publisher.repair("ns/p")
     publisher.held_reason = ""
     state.nominate("ns/p", "c1", until=-1.0)
-    assert publisher.replanned_node("ns/p") == ""
+    assert publisher.planned_node("ns/p") == ""
     await publisher.repair("ns/p")
     assert publisher.sent == {"ns/p": "n1"}
 
