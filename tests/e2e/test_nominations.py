@@ -91,7 +91,7 @@ async def test_pods_run_on_the_nodes_planned_for_them(control_plane: ControlPlan
     Not asserted: that a pod runs on the very node it was nominated to. Both Nodes open within
     milliseconds, and the kube-scheduler reads Nodes and pods on two watches: a pod tried when
     its own node is not open yet in its cache, while the other one is, binds there (1.34 keeps
-    the stale nomination on the bound pod; 2 of ~45 runs). The two small pods are then
+    the stale nomination on the bound pod; seen once in 36 runs). The two small pods are then
     swapped, which costs nothing. Nor does this test prove that nominations are what keeps the
     third node away: with both nodes opening together the scheduler's spreading gets this right
     without them too (4 of 4 runs with the gate off); the basic burst is where they count
