@@ -65,6 +65,11 @@ class Batcher(Generic[K]):
         """Keys in the open window."""
         return len(self._keys)
 
+    @property
+    def keys(self) -> frozenset[K]:
+        """The open window's keys."""
+        return frozenset(self._keys)
+
     async def wait(self) -> set[K]:
         """Block until a window has opened and closed; return its keys."""
         await self._armed.wait()

@@ -25,7 +25,8 @@ first, exactly as it would an Unschedulable pod, so a pod that fits where the sc
 to bind it buys nothing. Past ``EARLY_UNTIL_S`` without a verdict it waits for the scheduler
 again: a scheduler that is down must not make Karpenter buy nodes for pods nobody will bind.
 An open window whose idle gap has passed waits (within its max) for pods seen awaiting the
-scheduler for ``HOLD_AFTER_S`` to fall due, so one pass covers a burst that arrives in waves.
+scheduler for ``HOLD_AFTER_S`` to fall due, so one pass covers a burst that arrives in waves,
+and for the pods a ReplicaSet of the window has asked for and not created yet (``bursts``).
 The idle gap counts from when each pod showed it was part of a burst (``HOLD_AFTER_S`` after it
 was first seen), not from when it fell due: the window of a burst closes 1.25 s after its last
 pod reached the mirror, as upstream's closes 1 s after the last verdict, instead of 2 s.
@@ -53,6 +54,7 @@ from karpenter.aio import allocator
 from karpenter.aio.batcher import Batcher
 from karpenter.aio.ratelimit import TokenBucket
 from karpenter.cloud.provider import CloudProviderError
+from karpenter.controllers.bursts import Bursts, kube_lookup
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.controllers.launching import create_nodeclaim, instance_types
 from karpenter.controllers.nominations import NominationPublisher
@@ -92,6 +94,8 @@ EARLY_TICK_S = 0.25  # how often due pods are looked for
 # reach the mirror in waves was solved in two passes, buying more nodes than one pass over all
 # of it. Younger pods do not hold it: a healthy scheduler binds them within milliseconds.
 HOLD_AFTER_S = 0.25
+# How often a window held for a ReplicaSet's pods still to come asks again (``bursts``).
+BURST_HOLD_S = 0.25
 _Event = tuple[Pod, str, str, str]  # pod, type, reason, message
 # A pod's fields that its status alone changes: a pod equal but for these needs no new pass.
 _STATUS_ONLY = frozenset(
@@ -185,6 +189,8 @@ class Provisioner(Controller):
         self.batcher: Batcher[str] = Batcher(
             self.clock, batch_idle_s, batch_max_s, hold=self._held_until if early else None
         )
+        # the window's ReplicaSets still short of their pods (read only while early is on)
+        self.bursts = Bursts(self.state, self.clock, kube_lookup(self.kube))
         self.nominated_events = TokenBucket(
             self.clock, NOMINATED_EVENTS_QPS, NOMINATED_EVENTS_BURST
         )
@@ -303,15 +309,19 @@ class Provisioner(Controller):
 
     def _held_until(self) -> float | None:
         """When the newest pod awaiting the scheduler for ``HOLD_AFTER_S`` falls due, if one
-        not due yet exists: the open window waits for it (``Batcher.hold``)."""
+        not due yet exists: the open window waits for it (``Batcher.hold``); a pod of one of
+        the window's ReplicaSets holds it as soon as it is seen. Else, while such a ReplicaSet
+        is still creating the pods it was asked for, a moment more."""
         now = self.clock.now()
         for since, key in reversed(self._not_due):  # newest first
             age = now - since
             if age >= EARLY_AFTER_S:
-                return None  # this one and all older ones are due: in the pass already
-            if age >= HOLD_AFTER_S and self._still_awaiting(since, key):
+                break  # this one and all older ones are due: in the pass already
+            # a young pod holds too when it is one of a burst's (a sibling of the window's)
+            young_ok = age >= HOLD_AFTER_S or self.bursts.tracks(key)
+            if young_ok and self._still_awaiting(since, key):
                 return since + EARLY_AFTER_S
-        return None
+        return now + BURST_HOLD_S if self.bursts.arriving() else None
 
     def not_due(self) -> int:
         """Pods seen awaiting the scheduler and not due yet (left for a later pass)."""
@@ -331,6 +341,8 @@ class Provisioner(Controller):
         while True:
             await self.clock.sleep(EARLY_TICK_S)
             self._early_due()
+            if self.batcher.pending:
+                await self.bursts.refresh(self.batcher.keys)
 
     def trigger_all(self) -> None:
         """Trigger for every provisionable pod (a resync)."""
@@ -349,6 +361,7 @@ class Provisioner(Controller):
             task_status.started()
             while True:
                 await self.batcher.wait()
+                self.bursts.clear()
                 try:
                     await self.provision()
                 except (errors.ApiError, aiohttp.ClientError, OSError, CloudProviderError) as err:
