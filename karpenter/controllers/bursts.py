@@ -74,22 +74,23 @@ class Bursts:
         self.clock = clock
         self.lookup = lookup
         self._seen: dict[Owner, _Seen] = {}
+        self._owner_of: dict[str, Owner | None] = {}  # the window's pods → their ReplicaSet
 
     async def refresh(self, keys: Iterable[str]) -> None:
         """Read the replicas of the ReplicaSets owning the pods ``keys`` (the open window's)
         not read within ``REFRESH_S``; forget the others."""
         owners: dict[Owner, None] = {}
         for key in keys:
-            pod = self.state.pods.get(key)
-            owner = replicaset_of(pod) if pod is not None else None
+            if key not in self._owner_of:  # each pod of a window is looked at once
+                pod = self.state.pods.get(key)
+                self._owner_of[key] = replicaset_of(pod) if pod is not None else None
+            owner = self._owner_of[key]
             if owner is not None:
                 owners[owner] = None
         for gone in set(self._seen) - set(owners):
             del self._seen[gone]
         now = self.clock.now()
-        stale = [
-            o for o in owners if o not in self._seen or now - self._seen[o].read_at >= REFRESH_S
-        ]
+        stale = [o for o in owners if now - self._read_at(o) >= REFRESH_S]
         for owner in stale[-MAX_LOOKUPS:]:
             self._seen[owner] = _Seen(await self.lookup(*owner), self.clock.now())
 
@@ -128,3 +129,4 @@ class Bursts:
     def clear(self) -> None:
         """The window closed: the next one reads its ReplicaSets afresh."""
         self._seen.clear()
+        self._owner_of.clear()
