@@ -37,7 +37,6 @@ from karpenter.controllers import conditions
 from karpenter.controllers.context import Controller, ControllerContext
 from karpenter.core import termination as term
 from karpenter.core.model import labels as lbl
-from karpenter.core.model import resources as res
 from karpenter.core.model.node import NodeClaim
 from karpenter.core.model.pod import Pod
 from karpenter.kube import codec, errors, events
@@ -207,8 +206,7 @@ class NodeTermination(Controller):
         """Run one drain pass; None once Drained."""
         name, now = codec.name(raw), self.clock.now()
         pods = self.state.pods_on(name)
-        allocatable = res.parse((raw.get("status") or {}).get("allocatable"))
-        plan = term.plan_drain(pods, now, deadline, allocatable)
+        plan = term.plan_drain(pods, now, deadline)
         already = codec.condition_true(claim_raw or {}, "Drained")
         if plan.drained and already:
             return None  # e.g. after a restart while volumes or the instance were awaited

@@ -12,13 +12,6 @@ Not drained at all: pods that tolerate ``karpenter.sh/disrupted:NoSchedule`` (th
 stay until the end, e.g. DaemonSets tolerating everything), mirror pods, terminal pods, and pods
 stuck terminating a minute past their deletionTimestamp (a dead kubelet never confirms them).
 
-Within a tier the largest pods are asked first (by their dominant share of the Node's
-allocatable). Their controllers recreate them in that order and the kube-scheduler places them
-one at a time, each on the least allocated Node that fits: large pods first is first-fit
-decreasing's order, so small pods do not take the room only a large one could use and strand
-it pending (a node bought for it, consolidated again later). Upstream evicts a tier in no
-particular order.
-
 The NodeClaim's terminationGracePeriod (TGP) bounds the drain: with deletion at ``t`` the
 deadline is ``t + TGP``. Each pod is deleted outright, bypassing PDBs and
 ``karpenter.sh/do-not-disrupt``, at ``deadline - pod grace`` so it still gets its whole grace
@@ -34,7 +27,6 @@ from dataclasses import dataclass
 
 from karpenter.core.disruption.candidates import do_not_disrupt_active
 from karpenter.core.model import labels as lbl
-from karpenter.core.model import resources as res
 from karpenter.core.model.pod import Pod
 from karpenter.core.scheduling.taints import NO_SCHEDULE, Taint
 
@@ -134,23 +126,8 @@ def force_delete_grace(pod: Pod, now: float, deadline: float | None) -> int | No
     return grace if now >= deadline - own else None
 
 
-def size(pod: Pod, allocatable: res.Resources | None = None) -> tuple[float, int, int]:
-    """How large ``pod`` is, for ordering: its dominant share of ``allocatable`` (0 when not
-    known), then its CPU and memory requests."""
-    cpu, memory = pod.requests.get(res.CPU, 0), pod.requests.get(res.MEMORY, 0)
-    known = (allocatable or {}).items()
-    share = max((pod.requests.get(k, 0) / total for k, total in known if total > 0), default=0.0)
-    return share, cpu, memory
-
-
-def plan_drain(
-    pods: Sequence[Pod],
-    now: float,
-    deadline: float | None,
-    allocatable: res.Resources | None = None,
-) -> DrainPlan:
-    """Decide one drain pass over the pods bound to the Node (``allocatable``: the Node's, to
-    ask the largest pods first)."""
+def plan_drain(pods: Sequence[Pod], now: float, deadline: float | None) -> DrainPlan:
+    """Decide one drain pass over the pods bound to the Node."""
     remaining = sorted((p for p in pods if drainable(p, now)), key=lambda p: (p.key, p.uid))
     deletes = []
     for pod in remaining:
@@ -164,12 +141,9 @@ def plan_drain(
     ]
     held = tuple(p for p in askable if do_not_disrupt_active(p, now))
     held_keys = {p.key for p in held}
-    evict = [p for p in askable if p.key not in held_keys]
-    # largest first; the sort is stable, so equal pods keep their key order
-    evict.sort(key=lambda p: size(p, allocatable), reverse=True)
     return DrainPlan(
         delete=tuple(deletes),
-        evict=tuple(evict),
+        evict=tuple(p for p in askable if p.key not in held_keys),
         held=held,
         remaining=tuple(remaining),
         tier=TIERS[current],

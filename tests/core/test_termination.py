@@ -54,26 +54,6 @@ def test_tiers_drain_one_at_a_time_in_upstream_order() -> None:
     assert term.plan_drain([], NOW, None).drained
 
 
-def test_largest_pods_are_asked_to_leave_first() -> None:
-    """Within a tier the pods go largest first by their dominant share of the Node (the
-    kube-scheduler then places them in first-fit decreasing order); equal pods by key."""
-    pods = [
-        _pod("a-small", cpu="900m", memory="3100Mi"),
-        _pod("b-memory", cpu="500m", memory="28Gi"),
-        _pod("c-large", cpu="3500m", memory="28Gi"),
-        _pod("d-small", cpu="900m", memory="3100Mi"),
-        _pod("e-cpu", cpu="6", memory="1Gi"),
-    ]
-    allocatable = {"cpu": 16_000, "memory": 64 * 2**30 * 1000, "pods": 110_000}
-    plan = term.plan_drain(pods, NOW, None, allocatable)
-    # dominant shares: e-cpu 0.375 (cpu), c-large 0.4375 (memory), b-memory 0.4375 (memory,
-    # less cpu), the small ones 0.056 (cpu)
-    assert _names(plan.evict) == ["c-large", "b-memory", "e-cpu", "a-small", "d-small"]
-    # without the Node's allocatable: CPU, then memory
-    plan = term.plan_drain(pods, NOW, None)
-    assert _names(plan.evict) == ["e-cpu", "c-large", "a-small", "d-small", "b-memory"]
-
-
 def test_next_tier_waits_until_the_previous_one_is_gone() -> None:
     """A terminating workload pod still holds back the DaemonSet tier; it is not evicted again."""
     pods = [_pod("web", deleting=True, deletion_time=NOW + 20), _pod("ds", owners=DS)]
