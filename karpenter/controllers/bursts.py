@@ -29,7 +29,7 @@ from karpenter.kube import errors
 from karpenter.state.cluster import ClusterState
 
 REFRESH_S = 1.0  # a ReplicaSet's replicas are read again after this long
-STALL_S = 3.0  # a short ReplicaSet whose pod count has not grown this long holds nothing
+STALL_S = 3.0  # a short ReplicaSet whose newest pod is older than this holds nothing
 MAX_LOOKUPS = 16  # ReplicaSets read per refresh (a window of many workloads: the newest first)
 
 Owner = tuple[str, str]  # (namespace, ReplicaSet name)
