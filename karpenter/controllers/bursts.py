@@ -8,11 +8,12 @@ around them (151 nodes instead of 140, 36 s instead of 27 s to Running).
 
 The pods themselves do not say how many siblings are coming; their ReplicaSet does. While a
 window is open, the provisioner asks this tracker about the ReplicaSets owning the window's
-pods: their ``spec.replicas`` (read with a GET, at most once per ``REFRESH_S`` each, so no
-informer holds every ReplicaSet of the cluster in memory) against the active pods of theirs the
-mirror holds. A short ReplicaSet keeps the window open, within the batcher's max window, while
-it is still creating pods: one that created none for ``STALL_S`` (a quota or a webhook refusing
-its pods, a pod evicted and not replaced yet) holds nothing. Upstream has no such hold.
+pods: their ``spec.replicas`` (read with a GET once per window each, at most ``MAX_LOOKUPS`` at
+a time, so no informer holds every ReplicaSet of the cluster in memory: a burst's replicas are
+set before its pods are created) against the active pods of theirs the mirror holds. A short
+ReplicaSet keeps the window open, within the batcher's max window, while it is still creating
+pods: one that created none for ``STALL_S`` (a quota or a webhook refusing its pods, a pod
+evicted and not replaced yet) holds nothing. Upstream has no such hold.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from karpenter.kube import client as kc
 from karpenter.kube import errors
 from karpenter.state.cluster import ClusterState
 
-REFRESH_S = 1.0  # a ReplicaSet's replicas are read again after this long
 STALL_S = 3.0  # a short ReplicaSet whose newest pod is older than this holds nothing
 MAX_LOOKUPS = 16  # ReplicaSets read per refresh (a window of many workloads: the newest first)
 
@@ -63,7 +63,6 @@ def kube_lookup(kube: kc.KubeClient) -> Lookup:
 @dataclass(slots=True)
 class _Seen:
     replicas: int | None  # None: not found or unreadable (holds nothing)
-    read_at: float
 
 
 class Bursts:
@@ -78,7 +77,7 @@ class Bursts:
 
     async def refresh(self, keys: Iterable[str]) -> None:
         """Read the replicas of the ReplicaSets owning the pods ``keys`` (the open window's)
-        not read within ``REFRESH_S``; forget the others."""
+        not read yet in this window; forget the others."""
         owners: dict[Owner, None] = {}
         for key in keys:
             if key not in self._owner_of:  # each pod of a window is looked at once
@@ -89,10 +88,9 @@ class Bursts:
                 owners[owner] = None
         for gone in set(self._seen) - set(owners):
             del self._seen[gone]
-        now = self.clock.now()
-        stale = [o for o in owners if now - self._read_at(o) >= REFRESH_S]
-        for owner in stale[-MAX_LOOKUPS:]:
-            self._seen[owner] = _Seen(await self.lookup(*owner), self.clock.now())
+        unread = [o for o in owners if o not in self._seen]
+        for owner in unread[-MAX_LOOKUPS:]:
+            self._seen[owner] = _Seen(await self.lookup(*owner))
 
     def tracks(self, key: str) -> bool:
         """Whether the pod ``key`` belongs to a ReplicaSet of the window (read, and found)."""
@@ -100,10 +98,6 @@ class Bursts:
         owner = replicaset_of(pod) if pod is not None else None
         entry = self._seen.get(owner) if owner is not None else None
         return entry is not None and entry.replicas is not None
-
-    def _read_at(self, owner: Owner) -> float:
-        entry = self._seen.get(owner)
-        return entry.read_at if entry is not None else float("-inf")
 
     def arriving(self) -> bool:
         """Whether a ReplicaSet of the window has fewer active pods than its replicas and
@@ -114,7 +108,7 @@ class Bursts:
         counts = dict.fromkeys(self._seen, 0)
         newest = dict.fromkeys(self._seen, 0.0)
         for pod in self.state.pods.values():
-            owner = replicaset_of(pod) if pod.is_active() and not pod.deleting else None
+            owner = replicaset_of(pod) if pod.is_active() else None
             if owner in counts:
                 counts[owner] += 1
                 newest[owner] = max(newest[owner], pod.creation)

@@ -10,7 +10,7 @@ import anyio.lowlevel
 import pytest
 
 from karpenter.aio.clock import FakeClock
-from karpenter.controllers.bursts import MAX_LOOKUPS, REFRESH_S, STALL_S, Bursts
+from karpenter.controllers.bursts import MAX_LOOKUPS, STALL_S, Bursts
 from karpenter.controllers.provisioner import BURST_HOLD_S, EARLY_AFTER_S, Provisioner
 from karpenter.kube.client import KubeClient
 from karpenter.state.cluster import ClusterState
@@ -130,25 +130,27 @@ async def test_terminating_pods_do_not_count_and_other_owners_are_not_read() -> 
 
 
 @pytest.mark.asyncio
-async def test_each_replicaset_is_read_once_per_refresh_interval() -> None:
-    """The window's ReplicaSets are read at most once per REFRESH_S, at most MAX_LOOKUPS per
-    refresh (the newest), and forgotten once none of their pods is in the window."""
+async def test_each_replicaset_is_read_once_per_window() -> None:
+    """The window's ReplicaSets are read once per window, at most MAX_LOOKUPS per refresh (the
+    newest), forgotten once none of their pods is in the window, and read afresh after it."""
     rs = _ReplicaSets(**{f"rs{i}": 5 for i in range(MAX_LOOKUPS + 2)})
     state, prov, clock = _provisioner(rs)
     keys = [k for i in range(MAX_LOOKUPS + 2) for k in _add(state, clock, f"rs{i}", 1)]
     await prov.bursts.refresh(keys)
     assert rs.reads == [f"rs{i}" for i in range(2, MAX_LOOKUPS + 2)]
     rs.reads.clear()
-    clock.advance(REFRESH_S / 2)
+    clock.advance(1.0)
     await prov.bursts.refresh(keys)
     assert rs.reads == ["rs0", "rs1"]  # the ones left out last time, not the others again
     rs.reads.clear()
-    clock.advance(REFRESH_S)
-    await prov.bursts.refresh(keys[:1])
-    assert rs.reads == ["rs0"]
-    assert prov.bursts.arriving()  # rs0: 1 of 5, just created
+    await prov.bursts.refresh(keys)
+    assert rs.reads == []
+    assert prov.bursts.arriving()  # 1 of 5 each, created a second ago
     await prov.bursts.refresh([])
     assert not prov.bursts.arriving()
+    prov.bursts.clear()
+    await prov.bursts.refresh(keys[:1])
+    assert rs.reads == ["rs0"]
 
 
 @pytest.mark.asyncio
