@@ -13,8 +13,9 @@ in-flight commands carry the disrupted taint, which the core reads as in flight 
 counted against budgets, their pods rescheduled in every what-if).
 
 Unlike upstream, one wait serves a round of commands: a command waiting out its validation holds
-its nodes as a started one does (``validation.as_in_flight``), and the next decision follows at
-once, until a pass finds nothing more (or the round's first command has waited a whole
+its nodes as a started one does, and its pods are where it moves them, its replacements present
+(``validation.as_started``), so the next decision, which follows at once, sees only the room the
+command leaves, until a pass finds nothing more (or the round's first command has waited a whole
 ``validation_s``). Then every command of the round is judged again in decision order, with the
 ones before it that still hold marked, and those that hold start together. Upstream's
 single-node consolidation spends one wait per node it removes; here a round takes as many nodes
@@ -62,7 +63,7 @@ from karpenter.core.disruption.candidates import SurveyMemo
 from karpenter.core.disruption.commands import METHOD_EXPIRATION, Command
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.planner import decide
-from karpenter.core.disruption.validation import VALIDATED, as_in_flight, judge_again
+from karpenter.core.disruption.validation import VALIDATED, as_started, judge_again
 from karpenter.core.model.cluster import Cluster
 from karpenter.core.provisioning.build import Reuse
 from karpenter.kube import errors
@@ -195,19 +196,18 @@ class Disruption(Controller):
         return self.clock.now() - self._round[0] >= self.validation_s
 
     async def _snapshot(self, marked: Sequence[Command]) -> tuple[Cluster, float]:
-        """The cluster now, the nodes of the ``marked`` commands in their validation wait marked
-        as in flight: all of the round for a decision, the ones decided before it that still
-        hold when a waiting command is judged again. A later command was decided with this
-        one's pods counted as moving, so it takes care of their room; were its pods counted
-        here as well (and moved first), this one could fail against a packing order, not the
-        room."""
+        """The cluster now, as it will be once the ``marked`` commands in their validation wait
+        have started (``validation.as_started``: nodes in flight, pods where the commands move
+        them, replacements joining): all of the round for a decision, the ones decided before
+        it that still hold when a waiting command is judged again. A later command was decided
+        with this one's pods where this one moves them, so it takes care of their room; were its
+        pods counted here as well, this one could fail against a packing order, not the room."""
         pools = self.state.active_nodepools()
         types = await instance_types(
             self.cloud, self.state, pools, self.clock.now(), self.options, self._log
         )
         now = self.clock.now()
-        nodes = {node for command in marked for node in command.names}
-        return as_in_flight(self.state.snapshot(types, now), nodes), now
+        return as_started(self.state.snapshot(types, now), marked, now), now
 
     def _settle(self, now: float) -> bool:
         """Whether this pass leaves emptiness and consolidation out: pods are on the move, and

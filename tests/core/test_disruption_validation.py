@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.planner import decide
-from karpenter.core.disruption.validation import as_in_flight, judge_again
+from karpenter.core.disruption.validation import as_in_flight, as_started, judge_again
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
@@ -153,3 +153,40 @@ def test_marking_adds_the_taint_once_and_leaves_others_alone() -> None:
     taints = {n.name: [t.key for t in n.taints] for n in twice.nodes}
     assert taints["a"].count(lbl.TAINT_DISRUPTED) == 1
     assert lbl.TAINT_DISRUPTED not in taints["b"]
+
+
+def test_a_waiting_command_leaves_the_next_only_the_room_it_does_not_take() -> None:
+    """``c`` has room for 3 CPUs: ``a``'s 2-CPU pod goes there (delete ``a``). With ``a`` only
+    marked, the next what-if schedules ``a``'s pod beside ``b``'s 3-CPU one, the larger first:
+    ``b``'s takes ``c`` and ``a``'s goes to a NodeClaim no candidate needs, so ``b`` too was
+    deleted onto ``c`` (5 CPUs onto 3). With ``a`` as started, ``a``'s pod is on ``c``."""
+    nodes = (_node("a", M4), _node("b", M4), _node("c", M4))
+    pods = (
+        b.bound("a", "p1", cpu="2"),
+        b.bound("b", "p2", cpu="3"),
+        b.bound("c", "f", cpu="900m", annotations=GUARD),  # 3 CPUs left of 3.9
+    )
+    cluster = _cluster(nodes, pods)
+    first = _next(cluster)
+    assert first is not None and first.names == ("a",) and first.moves == (("default/p1", "c"),)
+    marked = _next(as_in_flight(cluster, first.names))
+    assert marked is not None and marked.moves == (("default/p2", "c"),)  # the double count
+    assert _next(as_started(cluster, [first], NOW)) is None
+
+
+def test_as_started_moves_the_pods_and_adds_replacements_not_initialized() -> None:
+    """The commands' nodes are marked, their pods bound where they move them (a replacement's
+    pods on a node standing for it, not initialized), other pods left alone; a pod whose
+    destination went away during the wait stays, to be rescheduled."""
+    command = _decide(_oversized())
+    assert command.moves == (("default/p", "replacement:0"),)
+    started = as_started(_oversized(), [command], NOW)
+    by_name = {n.name: n for n in started.nodes}
+    assert lbl.TAINT_DISRUPTED in [t.key for t in by_name["big"].taints]
+    new = by_name["round-0-replacement-0"]
+    assert lbl.INITIALIZED not in new.labels and new.allocatable["cpu"] == M2.allocatable["cpu"]
+    assert [(p.name, p.node_name) for p in started.pods] == [("p", "round-0-replacement-0")]
+    gone = replace(command, moves=(("default/p", "elsewhere"),))
+    assert [p.node_name for p in as_started(_oversized(), [gone], NOW).pods] == ["big"]
+    cluster = _oversized()
+    assert as_started(cluster, [], NOW) is cluster

@@ -12,7 +12,7 @@ judged again, with replacements priced on the fresh snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from karpenter.core.disruption import repack
@@ -27,6 +27,7 @@ from karpenter.core.disruption.commands import (
 from karpenter.core.disruption.consolidation import consolidate
 from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.ranking import consolidatable
+from karpenter.core.disruption.world import replacement_node
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.nodepool import REASON_EMPTY, REASON_UNDERUTILIZED
@@ -121,3 +122,43 @@ def as_in_flight(cluster: Cluster, nodes: Collection[str]) -> Cluster:
         for n in cluster.nodes
     )
     return replace(cluster, nodes=marked)
+
+
+def as_started(cluster: Cluster, commands: Sequence[Command], now: float) -> Cluster:
+    """``cluster`` as it will be once ``commands`` (waiting out their validation) have started
+    and moved their pods: their nodes marked as in flight (``as_in_flight``), the pods they move
+    bound where they move them, and their replacements present, not initialized yet.
+
+    Marking alone left the commands' pods to be rescheduled in every later what-if together
+    with the next command's candidates' pods, where the solver may give the room they need to
+    the candidates and send them to new NodeClaims that hold none of the candidates' pods and
+    so are not the command's business: each command of a round then counted on the same room.
+    One round on upstream's basic scenario removed 65 nodes and added 8, leaving 1,359 CPUs for
+    pods that request 1,540, and the provisioner bought 20 nodes for the 80 pods left pending.
+    With every earlier command's pods where that command puts them, a later command sees only
+    the room they leave. Replacements are not initialized, so a later command whose pods would
+    land on one is refused, as it would be after the earlier command started.
+    """
+    if not commands:
+        return cluster
+    marked = as_in_flight(cluster, [name for command in commands for name in command.names])
+    destinations: dict[str, str] = {}
+    new_nodes = []
+    for i, command in enumerate(commands):
+        names = [f"round-{i}-replacement-{j}" for j in range(len(command.replacements))]
+        for claim, name in zip(command.replacements, names, strict=True):
+            node = replacement_node(claim, name, cluster, now)
+            labels = {k: v for k, v in node.labels.items() if k != lbl.INITIALIZED}
+            new_nodes.append(replace(node, labels=labels))
+        for key, target in command.moves:
+            is_new = target.startswith("replacement:")
+            destinations[key] = names[int(target.split(":", 1)[1])] if is_new else target
+    # a destination gone during the wait: the pod stays and is rescheduled in every what-if
+    present = {n.name for n in marked.nodes} | {n.name for n in new_nodes}
+    pods = tuple(
+        replace(p, node_name=destinations[p.key], nominated_node_name="")
+        if p.node_name and destinations.get(p.key) in present
+        else p
+        for p in marked.pods
+    )
+    return replace(marked, nodes=(*marked.nodes, *new_nodes), pods=pods)
