@@ -17,7 +17,7 @@ then onto as few cheap NodeClaims as the cost pass finds. A prefix qualifies whe
 placed, fewer NodeClaims are needed than nodes removed (at most ``Options.max_replacements``:
 more, smaller nodes would fragment the fleet again), their worst-case launch
 prices add up to strictly less than the candidates' price (``split``'s rule, so no launch the
-replacements allow can eat the savings) and the savings are more than rounding and than 1% of
+replacements allow can eat the savings) and the savings are more than rounding and than 5% of
 the removed price (``MIN_SAVINGS``, ``MIN_SAVINGS_SHARE``); the prefix saving the most wins
 (the smaller on a tie). Prefixes double each step and stop once one needs more NodeClaims
 than allowed: larger ones would need more still. Every command lowers the fleet's price, so
@@ -51,7 +51,9 @@ GROWTH = 2.0
 MIN_SAVINGS = 1e-6
 # And at least this share of the removed nodes' price: the kube-scheduler, not the plan, places
 # the evicted pods, and a pod it leaves without room buys a node that eats a smaller saving.
-MIN_SAVINGS_SHARE = 0.01
+# 5%, not 1%: on upstream's basic scale-down, repacks of 8 nodes saving 0.03-0.07 $/h (under
+# 1% of a 52 $/h fleet) kept evicting pods for a minute after the fleet had reached 98 nodes.
+MIN_SAVINGS_SHARE = 0.05
 # A work limit: the orders hold at most this many candidates each (upstream's multi-node
 # limit); the packing order is built over their union.
 MAX_CANDIDATES = 100
