@@ -36,17 +36,24 @@ async def test_a_replaced_claim_carries_the_disruption_reason(
         name = first["metadata"]["name"]
         await _scale(kube, "api", ns, 1)
 
-        async def marked() -> dict[str, Any] | None:
+        async def marked() -> tuple[dict[str, Any], dict[str, Any]] | None:
             try:
                 claim = await kube.get(kc.NODECLAIMS, name)
             except errors.NotFound:
                 raise AssertionError("the claim went away unmarked") from None
-            return claim if codec.condition(claim, "DisruptionReason") else None
+            if not codec.condition(claim, "DisruptionReason"):
+                return None
+            # the queue records the condition first (a restart finds the command by it), then
+            # taints the Node: both are in place before the claim is deleted, not at one instant
+            node = await kube.get(kc.NODES, claim["status"]["nodeName"])
+            taints = {t["key"] for t in node["spec"].get("taints", [])}
+            return (claim, node) if lbl.TAINT_DISRUPTED in taints else None
 
         # the claim as marked: bound pods do not prove its status named the Node yet
-        claim = await harness.eventually(marked, "the DisruptionReason condition", wait_s=90)
+        claim, node = await harness.eventually(
+            marked, "the DisruptionReason condition and the disrupted taint", wait_s=90
+        )
         cond = codec.condition(claim, "DisruptionReason") or {}
         assert (cond["status"], cond["reason"]) == ("True", "Underutilized")
-        node = await kube.get(kc.NODES, claim["status"]["nodeName"])
-        assert lbl.TAINT_DISRUPTED in {t["key"] for t in node["spec"].get("taints", [])}
+        assert node["metadata"]["name"] == claim["status"]["nodeName"]
         await harness.cleanup(kube, pool, ns)
