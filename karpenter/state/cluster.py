@@ -395,10 +395,21 @@ class ClusterState:
             if entry is None or pod.node_name or pod.nominated_node_name:
                 out.append(pod)
                 continue
-            claim = self.nodeclaims.get(entry[0])
-            target = claim.node_name if claim is not None and claim.node_name else entry[0]
-            out.append(replace(pod, nominated_node_name=target))
+            out.append(replace(pod, nominated_node_name=self._nominee(entry[0])))
         return tuple(out)
+
+    def _nominee(self, target: str) -> str:
+        """The name the core knows ``target`` by: a claim's Node once the claim names it, or
+        once the cloud's Node carries its providerID (the core merges them by providerID, and
+        names the merge after the Node, before registration writes ``status.nodeName``: by the
+        claim's name the pass found no such node, and placed the pod by first fit again)."""
+        claim = self.nodeclaims.get(target)
+        if claim is None:
+            return target
+        if claim.node_name:
+            return claim.node_name
+        nodes = self._provider_nodes.get(claim.provider_id) if claim.provider_id else None
+        return min(nodes) if nodes else target
 
     def active_nodepools(self) -> list[NodePool]:
         """NodePools that decoded and are not being deleted."""

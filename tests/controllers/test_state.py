@@ -9,7 +9,11 @@ import pytest
 from karpenter.api import capacitybuffer
 from karpenter.core import buffers
 from karpenter.core.catalogs.fake import fake_instance_types
+from karpenter.core.provisioning.existing import state_nodes
 from karpenter.state.cluster import ClusterState, is_provisionable
+from tests.support import rawobjects as raw
+
+NOW = 1_767_225_700.0
 
 
 def _pod(name: str, rv: int, *, unschedulable: bool = True, **spec: Any) -> dict[str, Any]:
@@ -326,3 +330,29 @@ def test_the_mirror_keeps_our_own_writes_without_managed_fields() -> None:
     assert raw is not None and "managedFields" not in raw["metadata"]
     assert raw["metadata"]["labels"] == {"karpenter.sh/nodepool": "p"}
     assert "managedFields" in written["metadata"]
+
+
+def test_a_claim_whose_node_the_cloud_created_is_nominated_by_the_node_name() -> None:
+    """A pod planned on a claim is shown to the core under the name the core gives that claim's
+    capacity: the claim's name while it has no Node, the Node's once the cloud created one with
+    the claim's providerID (before registration names it in ``status.nodeName``; by the claim's
+    name the pass found no such capacity and placed the pod by first fit), the registered
+    Node's after that."""
+    state = ClusterState()
+    launched = raw.claim("ca")
+    launched["status"] = {"providerID": "simulated://node-a"}
+    state.nodeclaims.upsert(launched)
+    state.nodeclaims.upsert(raw.claim("cb"))  # not launched yet
+    state.nodeclaims.upsert(raw.claim("cc", node_name="node-c"))  # registered
+    unregistered = [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]
+    state.nodes.upsert(raw.node("node-a", taints=unregistered))  # providerID simulated://node-a
+    state.nodes.upsert(raw.node("node-c"))
+    for name, target in (("p", "ca"), ("q", "cb"), ("r", "cc")):
+        state.pods.upsert(raw.pod(name))
+        state.nominate(f"ns/{name}", target, until=NOW + 60)
+    cluster = state.snapshot({}, NOW)
+    nominated = {p.name: p.nominated_node_name for p in cluster.pods}
+    assert nominated == {"p": "node-a", "q": "cb", "r": "node-c"}
+    # the core's capacity answers to exactly those names
+    names = {s.name for s in state_nodes(cluster, {})}
+    assert names == {"node-a", "cb", "node-c"}
