@@ -22,7 +22,7 @@ DEFAULT_FEATURE_GATES = {
     "NodeOverlay": False,
     "StaticCapacity": False,
     "CapacityBuffer": False,
-    "ConsolidationRepack": False,  # not upstream: consolidation's repack method (alpha)
+    "ConsolidationRepack": True,  # not upstream: consolidation's repack method
     # not upstream: provision for pods the kube-scheduler has not judged 1 s after they appear
     "EarlyProvisioning": True,
     # not upstream: launch types that hold the mix of pods the kube-scheduler will bind there

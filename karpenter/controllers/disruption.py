@@ -38,11 +38,16 @@ expiration and drift never wait.
 
 Expiration deletes at once (no budgets, no pre-launched replacement), as upstream's expiration
 controller does; the provisioner finds capacity for the evicted pods.
+
+Repack (not upstream) is held by a ratchet (``core/disruption/ratchet.py``): a repack is offered
+to the core only while the fleet costs less than when the last started repack was decided, so a
+repack whose evicted pods bought nodes as dear as its saving is not repeated on the same fleet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import anyio
 import anyio.lowlevel
@@ -60,9 +65,10 @@ from karpenter.controllers.disruption_queue import (
 from karpenter.controllers.launching import instance_types
 from karpenter.core.disruption.bound import MULTI, SINGLE, Resume
 from karpenter.core.disruption.candidates import SurveyMemo
-from karpenter.core.disruption.commands import METHOD_EXPIRATION, Command
+from karpenter.core.disruption.commands import METHOD_EXPIRATION, METHOD_REPACK, Command
 from karpenter.core.disruption.context import DisruptionPass
-from karpenter.core.disruption.planner import decide
+from karpenter.core.disruption.planner import decide, fleet_price
+from karpenter.core.disruption.ratchet import RepackRatchet
 from karpenter.core.disruption.validation import VALIDATED, as_started, judge_again
 from karpenter.core.model.cluster import Cluster
 from karpenter.core.provisioning.build import Reuse
@@ -129,6 +135,9 @@ class Disruption(Controller):
         self._settling_since: float | None = None  # start of the current motion
         self.validating: list[Command] = []  # this round's commands, in decision order
         self._round = (0.0, 0.0)  # when the round's first and last commands were decided
+        self.ratchet = RepackRatchet()  # repack only from a fleet cheaper than the last one
+        self._repack_prices: dict[tuple[str, ...], float] = {}  # a repack's fleet at decision
+        self._repack_held = False  # the ratchet held repack on the last pass (logged once)
 
     @property
     def executed(self) -> list[Command]:
@@ -225,12 +234,25 @@ class Disruption(Controller):
         settling = self.settling
         held = self.queue.held()
         bound = ClockBound(self.clock, *self._budgets)
+        options, price = self.options, 0.0
+        if options.repack_consolidation:
+            price = fleet_price(cluster)
+            allowed = self.ratchet.allows(price, now)
+            if not allowed:
+                options = replace(options, repack_consolidation=False)
+            if not allowed and not self._repack_held:
+                self._log.info(
+                    "repack held: the fleet costs no less than when the last repack started",
+                    price_per_hour=round(price, 4),
+                    last_repack_price_per_hour=round(self.ratchet.price, 4),
+                )
+            self._repack_held = not allowed
 
         def run() -> tuple[Command | None, DisruptionPass]:
             allocator.trim()  # the last pass's garbage, freed by now, back to the OS
             return decide(
                 cluster,
-                self.options,
+                options,
                 now,
                 reuse=self._reuse,
                 survey_memo=self._memo,
@@ -247,6 +269,8 @@ class Disruption(Controller):
             self.metrics.voluntary_disruption_consolidation_timeouts.labels(
                 consolidation_type=method
             ).inc()
+        if command is not None and command.method == METHOD_REPACK:
+            self._repack_prices[command.names] = price
         return command
 
     async def _revalidate(self, command: Command, earlier: Sequence[Command]) -> Command | str:
@@ -327,7 +351,12 @@ class Disruption(Controller):
             # again, and a pass that found nothing while they were marked must not be trusted
             self.validating.clear()
             self._quiet = None
-        return [command for command in holding if await self._start(command)]
+            prices, self._repack_prices = self._repack_prices, {}
+        started = [command for command in holding if await self._start(command)]
+        for command in started:  # decision order: the last repack saw the cheapest fleet
+            if command.method == METHOD_REPACK and command.names in prices:
+                self.ratchet.started(prices[command.names], self.clock.now())
+        return started
 
     async def _synced_within(self, seconds: float) -> bool:
         """Wait (a second at a time, as upstream requeues) for the mirror to hold every launch

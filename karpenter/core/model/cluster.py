@@ -74,9 +74,9 @@ class Options:
     cost_work: int = 200_000
     # How many replacements one consolidation command may launch (1: upstream's rule).
     max_replacements: int = 10
-    # FEATURE_GATES=ConsolidationRepack (not upstream; off: on kwok the kube-scheduler's own
-    # placement of evicted pods left pods pending after repacks, and the fleet cycled).
-    repack_consolidation: bool = False
+    # FEATURE_GATES=ConsolidationRepack (not upstream): consolidation's repack method
+    # (core.disruption.repack), held by the controller's ratchet (core.disruption.ratchet).
+    repack_consolidation: bool = True
     # FEATURE_GATES=MixingHedge (not upstream): provisioning launches types that hold the mix
     # of the pass's pods the kube-scheduler will bind there (core.provisioning.mixing).
     mixing_hedge: bool = True
