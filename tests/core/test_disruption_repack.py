@@ -198,8 +198,10 @@ def test_nodes_that_can_all_go_are_deleted_in_one_command() -> None:
 
 
 def test_repack_is_off_without_its_gate() -> None:
-    """Without FEATURE_GATES=ConsolidationRepack the fragmented fleet gets no repack command."""
-    result = plan(_fragmented(), Options(), NOW)
+    """With FEATURE_GATES=ConsolidationRepack=false the fragmented fleet gets no repack command;
+    with the defaults it does."""
+    assert any(s.command.method == METHOD_REPACK for s in plan(_fragmented(), Options(), NOW).steps)
+    result = plan(_fragmented(), Options(repack_consolidation=False), NOW)
     assert all(s.command.method != METHOD_REPACK for s in result.steps)
 
 
