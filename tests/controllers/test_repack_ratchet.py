@@ -13,6 +13,7 @@ from typing import Any, cast
 import pytest
 
 from karpenter.aio.clock import FakeClock
+from karpenter.controllers import budget_metrics
 from karpenter.controllers import disruption as module
 from karpenter.controllers.disruption import Disruption
 from karpenter.core.disruption.commands import METHOD_REPACK, METHOD_SINGLE, Command
@@ -66,7 +67,7 @@ class _Core:
         monkeypatch.setattr(ctrl, "_start", start)
         monkeypatch.setattr(module, "decide", decide)
         monkeypatch.setattr(module, "fleet_price", lambda cluster: self.price)
-        monkeypatch.setattr(module.budget_metrics, "publish", lambda metrics, ps: None)
+        monkeypatch.setattr(budget_metrics, "publish", lambda metrics, ps: None)
 
     async def round(self, ctrl: Disruption, price: float) -> bool:
         """One decision at ``price`` carried out at once; whether repack was offered."""
