@@ -236,7 +236,9 @@ class Disruption(Controller):
         bound = ClockBound(self.clock, *self._budgets)
         options, price = self.options, 0.0
         if options.repack_consolidation:
-            price = fleet_price(cluster)
+            # the fleet as it will be: a started command's candidates, still present beside
+            # their replacements until these are up, made every fleet look dearer for a while
+            price = fleet_price(cluster, staying=True)
             allowed = self.ratchet.allows(price, now)
             if not allowed:
                 options = replace(options, repack_consolidation=False)

@@ -66,7 +66,7 @@ class _Core:
         monkeypatch.setattr(ctrl, "_revalidate", revalidate)
         monkeypatch.setattr(ctrl, "_start", start)
         monkeypatch.setattr(module, "decide", decide)
-        monkeypatch.setattr(module, "fleet_price", lambda cluster: self.price)
+        monkeypatch.setattr(module, "fleet_price", lambda cluster, staying: self.price)
         monkeypatch.setattr(budget_metrics, "publish", lambda metrics, ps: None)
 
     async def round(self, ctrl: Disruption, price: float) -> bool:

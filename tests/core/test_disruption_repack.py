@@ -16,6 +16,7 @@ from karpenter.core.model.node import Node
 from karpenter.core.model.nodepool import Budget, Disruption
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.scheduler import solve
+from karpenter.core.scheduling.taints import Taint
 from tests.support import builders as b
 
 NOW = 1_700_000_000.0
@@ -218,3 +219,14 @@ def test_repack_saving_under_its_minimum_share_is_left(monkeypatch: pytest.Monke
     assert command.savings > repack.MIN_SAVINGS_SHARE * command.price_removed
     monkeypatch.setattr(repack, "MIN_SAVINGS_SHARE", 0.07)
     assert plan(cluster, options, NOW).steps == ()
+
+
+def test_the_staying_fleet_leaves_out_nodes_on_their_way_out() -> None:
+    """``fleet_price(staying=True)`` (what the repack ratchet reads) leaves out a node a started
+    command holds (the disrupted taint); the plain price counts it."""
+    cluster = _fragmented(larges=2, smalls=1)
+    taint = Taint(lbl.TAINT_DISRUPTED, "NoSchedule")
+    held = replace(cluster.nodes[0], taints=(taint,))
+    cluster = replace(cluster, nodes=(held, *cluster.nodes[1:]))
+    assert fleet_price(cluster) == pytest.approx(2 * 0.1344 + 0.0293)
+    assert fleet_price(cluster, staying=True) == pytest.approx(0.1344 + 0.0293)

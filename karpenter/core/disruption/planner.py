@@ -13,7 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from karpenter.core.disruption.bound import Bound, Resume
-from karpenter.core.disruption.candidates import Blocked, SurveyMemo, reschedulable, state_price
+from karpenter.core.disruption.candidates import (
+    Blocked,
+    SurveyMemo,
+    in_flight,
+    reschedulable,
+    state_price,
+)
 from karpenter.core.disruption.commands import Command
 from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.methods import next_command
@@ -93,8 +99,10 @@ def decide(
     return next_command(ps, settling=settling), ps
 
 
-def fleet_price(cluster: Cluster) -> float:
-    """Hourly price of every managed node (and in-flight NodeClaim) of the snapshot."""
+def fleet_price(cluster: Cluster, *, staying: bool = False) -> float:
+    """Hourly price of every managed node (and in-flight NodeClaim) of the snapshot; with
+    ``staying``, leaving out the nodes on their way out (``in_flight``: deleting, or held by a
+    disruption command whose replacements are already counted), the fleet as it will be."""
     types: dict[str, dict[str, InstanceType]] = {
         pool: {it.name: it for it in its} for pool, its in cluster.instance_types.items()
     }
@@ -102,7 +110,7 @@ def fleet_price(cluster: Cluster) -> float:
     return sum(
         state_price(s, types.get(s.nodepool, {}))
         for s in state_nodes(cluster, all_types)
-        if s.nodepool
+        if s.nodepool and not (staying and in_flight(s))
     )
 
 

@@ -7,7 +7,9 @@ repack finds the same saving, and the cycle evicts pods for nothing (seen on kwo
 repack had to save 5% of what it removes). So each started repack records the fleet's price at
 its decision (``started``), and a later repack is considered only while the fleet costs less
 than that (``allows``): a repack that paid leaves the fleet cheaper and the next one is free to
-go, one that did not blocks the method until the fleet gets cheaper by other means.
+go, one that did not blocks the method until the fleet gets cheaper by other means. The price
+is the fleet as it will be (``planner.fleet_price(staying=True)``): nodes a started command
+still holds beside their replacements would make every fleet look dearer until they are gone.
 
 The record lapses after ``HOLD_S``: a fleet that grew with its workload since is a different
 fleet, and repack must be able to act on it again; at worst a cycle then costs one repack per
