@@ -234,27 +234,24 @@ class Disruption(Controller):
         settling = self.settling
         held = self.queue.held()
         bound = ClockBound(self.clock, *self._budgets)
-        options, price = self.options, 0.0
-        if options.repack_consolidation:
+        options = self.options
+
+        def staying() -> float:
             # the fleet as it will be: a started command's candidates, still present beside
             # their replacements until these are up, made every fleet look dearer for a while
-            price = fleet_price(cluster, staying=True)
-            allowed = self.ratchet.allows(price, now)
-            if not allowed:
-                options = replace(options, repack_consolidation=False)
-            if not allowed and not self._repack_held:
-                self._log.info(
-                    "repack held: the fleet costs no less than when the last repack started",
-                    price_per_hour=round(price, 4),
-                    last_repack_price_per_hour=round(self.ratchet.price, 4),
-                )
-            self._repack_held = not allowed
+            return fleet_price(cluster, staying=True)
 
-        def run() -> tuple[Command | None, DisruptionPass]:
+        def run() -> tuple[Command | None, DisruptionPass, float | None, bool]:
             allocator.trim()  # the last pass's garbage, freed by now, back to the OS
-            return decide(
+            # In this thread, and only when it is needed (the ratchet holding, a repack to
+            # record): pricing 10,000 nodes takes 150 ms, on the event loop a stalled watch.
+            price, allowed = None, True
+            if options.repack_consolidation and self.ratchet.holding(now):
+                price = staying()
+                allowed = self.ratchet.allows(price, now)
+            command, ps = decide(
                 cluster,
-                options,
+                options if allowed else replace(options, repack_consolidation=False),
                 now,
                 reuse=self._reuse,
                 survey_memo=self._memo,
@@ -263,15 +260,25 @@ class Disruption(Controller):
                 resume=self._resume,
                 settling=settling,
             )
+            if price is None and command is not None and command.method == METHOD_REPACK:
+                price = staying()
+            return command, ps, price, allowed
 
-        command, ps = await anyio.to_thread.run_sync(run)
+        command, ps, price, allowed = await anyio.to_thread.run_sync(run)
+        if not allowed and not self._repack_held:
+            self._log.info(
+                "repack held: the fleet costs no less than when the last repack started",
+                price_per_hour=round(price or 0.0, 4),
+                last_repack_price_per_hour=round(self.ratchet.price, 4),
+            )
+        self._repack_held = not allowed
         budget_metrics.publish(self.metrics, ps)
         for method in ps.timeouts:
             self._log.info("consolidation search cut short by its time budget", method=method)
             self.metrics.voluntary_disruption_consolidation_timeouts.labels(
                 consolidation_type=method
             ).inc()
-        if command is not None and command.method == METHOD_REPACK:
+        if command is not None and command.method == METHOD_REPACK and price is not None:
             self._repack_prices[command.names] = price
         return command
 

@@ -31,8 +31,11 @@ def test_ratchet_allows_only_a_cheaper_fleet_until_it_lapses() -> None:
     """Never started: any fleet. After a repack decided at 10 $/h: not at 10 or above, yes
     below; after HOLD_S, any fleet again."""
     ratchet = RepackRatchet()
+    assert not ratchet.holding(NOW)
     assert ratchet.allows(1e9, NOW)
     ratchet.started(10.0, NOW)
+    assert ratchet.holding(NOW + HOLD_S - 1)
+    assert not ratchet.holding(NOW + HOLD_S)
     assert not ratchet.allows(10.0, NOW + 1)
     assert not ratchet.allows(10.0 + 1e-9, NOW + 1)  # the same fleet, summed in another order
     assert not ratchet.allows(12.0, NOW + HOLD_S - 1)

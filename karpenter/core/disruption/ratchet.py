@@ -33,9 +33,14 @@ class RepackRatchet:
     price: float = math.inf
     since: float = -math.inf
 
+    def holding(self, now: float) -> bool:
+        """Whether the last started repack's price still bounds the next (``allows`` is true
+        for any price otherwise, so the caller need not price the fleet)."""
+        return now - self.since < HOLD_S
+
     def allows(self, price: float, now: float) -> bool:
         """Whether a repack may be considered on a fleet costing ``price`` at ``now``."""
-        return now - self.since >= HOLD_S or price < self.price - EPSILON
+        return not self.holding(now) or price < self.price - EPSILON
 
     def started(self, price: float, now: float) -> None:
         """A repack decided on a fleet costing ``price`` started at ``now``."""
