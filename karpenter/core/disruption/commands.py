@@ -8,6 +8,7 @@ reschedulable pod of the candidates with its destination: an existing node's nam
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from karpenter.core.disruption.candidates import Candidate
@@ -22,6 +23,14 @@ METHOD_MULTI = "multi"
 METHOD_SINGLE = "single"
 METHOD_REPACK = "repack"
 METHOD_EXPIRATION = "expiration"
+REPLACEMENT_PREFIX = "replacement:"
+
+
+def destination(target: str, replacement_names: Sequence[str]) -> str:
+    """A move's node name: ``replacement:<i>`` resolved to the i-th replacement's name."""
+    if target.startswith(REPLACEMENT_PREFIX):
+        return replacement_names[int(target.removeprefix(REPLACEMENT_PREFIX))]
+    return target
 
 
 @dataclass(frozen=True, slots=True)

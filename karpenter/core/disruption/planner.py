@@ -20,7 +20,7 @@ from karpenter.core.disruption.candidates import (
     reschedulable,
     state_price,
 )
-from karpenter.core.disruption.commands import Command
+from karpenter.core.disruption.commands import Command, destination
 from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.methods import next_command
 from karpenter.core.disruption.retries import FailedSplits
@@ -43,9 +43,7 @@ class Step:
 
     def destination(self, target: str) -> str:
         """A move's node name (``replacement:<i>`` resolved to the replacement's name)."""
-        if target.startswith("replacement:"):
-            return self.replacement_names[int(target.split(":", 1)[1])]
-        return target
+        return destination(target, self.replacement_names)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from karpenter.core.disruption.commands import (
     METHOD_REPACK,
     METHOD_SINGLE,
     Command,
+    destination,
 )
 from karpenter.core.disruption.consolidation import consolidate
 from karpenter.core.disruption.context import DisruptionPass, new_pass
@@ -151,8 +152,7 @@ def as_started(cluster: Cluster, commands: Sequence[Command], now: float) -> Clu
             labels = {k: v for k, v in node.labels.items() if k != lbl.INITIALIZED}
             new_nodes.append(replace(node, labels=labels))
         for key, target in command.moves:
-            is_new = target.startswith("replacement:")
-            destinations[key] = names[int(target.split(":", 1)[1])] if is_new else target
+            destinations[key] = destination(target, names)
     # a destination gone during the wait: the pod stays and is rescheduled in every what-if
     present = {n.name for n in marked.nodes} | {n.name for n in new_nodes}
     pods = tuple(

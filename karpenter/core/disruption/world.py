@@ -26,7 +26,7 @@ from karpenter.core.disruption.candidates import (
     survey,
     survey_context,
 )
-from karpenter.core.disruption.commands import Command
+from karpenter.core.disruption.commands import Command, destination
 from karpenter.core.disruption.context import DisruptionPass, budget_counts, count
 from karpenter.core.disruption.ranking import CandidateIndex
 from karpenter.core.disruption.retries import FailedSplits
@@ -200,10 +200,7 @@ class World:
         node_names = {s.node.name for s in gone if s.node is not None}
         claim_names = {s.claim.name for s in gone if s.claim is not None}
         moves = dict(command.moves)
-        destinations = {
-            key: names[int(t.split(":", 1)[1])] if t.startswith("replacement:") else t
-            for key, t in moves.items()
-        }
+        destinations = {key: destination(t, names) for key, t in moves.items()}
         new_nodes = [
             replacement_node(claim, name, self.cluster, self.now)
             for claim, name in zip(command.replacements, names, strict=True)
