@@ -70,7 +70,7 @@ from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.planner import decide, fleet_price
 from karpenter.core.disruption.ratchet import RepackRatchet
 from karpenter.core.disruption.validation import VALIDATED, as_started, judge_again
-from karpenter.core.model.cluster import Cluster
+from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.provisioning.build import Reuse
 from karpenter.kube import errors
 
@@ -184,9 +184,13 @@ class Disruption(Controller):
         and why it leaves each blocked node alone."""
         cluster, now = await self._snapshot(self.validating)
         held = self.queue.held()
-        command, ps = await anyio.to_thread.run_sync(
-            lambda: decide(cluster, self.options, now, held=held)
-        )
+
+        def run() -> tuple[Command | None, DisruptionPass, bool]:
+            options, _, allowed = self._gate(cluster, self.options, now)
+            command, ps = decide(cluster, options, now, held=held)
+            return command, ps, allowed
+
+        command, ps, allowed = await anyio.to_thread.run_sync(run)
         return {
             "synced": self.state.synced(),
             "adopted": self.queue.adopted,
@@ -195,6 +199,7 @@ class Disruption(Controller):
             "validating": [list(c.names) for c in self.validating],
             "in_flight": {i: sorted(c.candidates.values()) for i, c in self.queue.inflight.items()},
             "held": held,
+            "repack_held": not allowed,
             "would_decide": None if command is None else [command.method, list(command.names)],
             "blocked": [f"{b.name}: {b.reason}" for b in ps.notes],
         }
@@ -229,29 +234,35 @@ class Disruption(Controller):
             self._settling_since = now
         return now - self._settling_since < self.settle_max_s
 
+    def _gate(
+        self, cluster: Cluster, options: Options, now: float
+    ) -> tuple[Options, float | None, bool]:
+        """The options a decision on ``cluster`` runs with: repack left out while the ratchet
+        holds it. Also the fleet's price when it had to be read, and whether repack is allowed.
+
+        Called in the decision's worker thread, and it prices the fleet only while the ratchet
+        holds: pricing 10,000 nodes takes 150 ms, on the event loop a stalled watch. The price is
+        the fleet as it will be: a started command's candidates, still present beside their
+        replacements until these are up, would make every fleet look dearer for a while."""
+        if not (options.repack_consolidation and self.ratchet.holding(now)):
+            return options, None, True
+        price = fleet_price(cluster, staying=True)
+        if self.ratchet.allows(price, now):
+            return options, price, True
+        return replace(options, repack_consolidation=False), price, False
+
     async def _decide(self) -> Command | None:
         cluster, now = await self._snapshot(self.validating)
         settling = self.settling
         held = self.queue.held()
         bound = ClockBound(self.clock, *self._budgets)
-        options = self.options
-
-        def staying() -> float:
-            # the fleet as it will be: a started command's candidates, still present beside
-            # their replacements until these are up, made every fleet look dearer for a while
-            return fleet_price(cluster, staying=True)
 
         def run() -> tuple[Command | None, DisruptionPass, float | None, bool]:
             allocator.trim()  # the last pass's garbage, freed by now, back to the OS
-            # In this thread, and only when it is needed (the ratchet holding, a repack to
-            # record): pricing 10,000 nodes takes 150 ms, on the event loop a stalled watch.
-            price, allowed = None, True
-            if options.repack_consolidation and self.ratchet.holding(now):
-                price = staying()
-                allowed = self.ratchet.allows(price, now)
+            options, price, allowed = self._gate(cluster, self.options, now)
             command, ps = decide(
                 cluster,
-                options if allowed else replace(options, repack_consolidation=False),
+                options,
                 now,
                 reuse=self._reuse,
                 survey_memo=self._memo,
@@ -261,7 +272,7 @@ class Disruption(Controller):
                 settling=settling,
             )
             if price is None and command is not None and command.method == METHOD_REPACK:
-                price = staying()
+                price = fleet_price(cluster, staying=True)
             return command, ps, price, allowed
 
         command, ps, price, allowed = await anyio.to_thread.run_sync(run)

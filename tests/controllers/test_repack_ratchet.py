@@ -57,7 +57,7 @@ class _Core:
         def decide(cluster: Cluster, options: Options, now: float, **_: Any) -> Any:
             self.options.append(options)
             command = Command(REASON_UNDERUTILIZED, self.method, ())
-            return command, SimpleNamespace(timeouts=())
+            return command, SimpleNamespace(timeouts=(), notes=())
 
         async def revalidate(command: Command, earlier: Any) -> Command:
             return command
@@ -144,3 +144,25 @@ async def test_repack_off_stays_off(monkeypatch: pytest.MonkeyPatch) -> None:
     core.method = METHOD_SINGLE
     assert not await core.round(ctrl, 10.0)
     assert ctrl.ratchet.price == float("inf")
+
+
+@pytest.mark.asyncio
+async def test_the_status_view_decides_as_the_controller_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`status()` (what holds scale-down back) decides with the options the controller would
+    use: while the ratchet holds repack it says so and offers no repack to the core."""
+    ctrl = _controller()
+    core = _Core(monkeypatch, ctrl)
+    view = await ctrl.status()
+    assert view["repack_held"] is False
+    assert core.options[-1].repack_consolidation
+    assert await core.round(ctrl, 10.0)
+    cast("FakeClock", ctrl.clock).advance(60)
+    core.price = 10.0
+    view = await ctrl.status()
+    assert view["repack_held"] is True
+    assert not core.options[-1].repack_consolidation
+    core.price = 9.0
+    assert (await ctrl.status())["repack_held"] is False
+    assert core.options[-1].repack_consolidation
