@@ -39,15 +39,15 @@ expiration and drift never wait.
 Expiration deletes at once (no budgets, no pre-launched replacement), as upstream's expiration
 controller does; the provisioner finds capacity for the evicted pods.
 
-Repack (not upstream) is held by a ratchet (``core/disruption/ratchet.py``): a repack is offered
-to the core only while the fleet costs less than when the last started repack was decided, so a
-repack whose evicted pods bought nodes as dear as its saving is not repeated on the same fleet.
+Re-plans (not upstream: repacks, and splits into several replacements) are held by a ratchet
+(``core/disruption/ratchet.py``): they are offered to the core only while the fleet costs less
+than when the last started re-plan was decided, so a re-plan whose evicted pods bought nodes as
+dear as its saving is not repeated on the same fleet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import anyio
 import anyio.lowlevel
@@ -65,10 +65,15 @@ from karpenter.controllers.disruption_queue import (
 from karpenter.controllers.launching import instance_types
 from karpenter.core.disruption.bound import MULTI, SINGLE, Resume
 from karpenter.core.disruption.candidates import SurveyMemo
-from karpenter.core.disruption.commands import METHOD_EXPIRATION, METHOD_REPACK, Command
+from karpenter.core.disruption.commands import METHOD_EXPIRATION, Command
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.planner import decide, fleet_price
-from karpenter.core.disruption.ratchet import RepackRatchet
+from karpenter.core.disruption.ratchet import (
+    RepackRatchet,
+    may_replan,
+    replans,
+    without_replans,
+)
 from karpenter.core.disruption.validation import VALIDATED, as_started, judge_again
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.provisioning.build import Reuse
@@ -135,9 +140,9 @@ class Disruption(Controller):
         self._settling_since: float | None = None  # start of the current motion
         self.validating: list[Command] = []  # this round's commands, in decision order
         self._round = (0.0, 0.0)  # when the round's first and last commands were decided
-        self.ratchet = RepackRatchet()  # repack only from a fleet cheaper than the last one
-        self._repack_prices: dict[tuple[str, ...], float] = {}  # a repack's fleet at decision
-        self._repack_held = False  # the ratchet held repack on the last pass (logged once)
+        self.ratchet = RepackRatchet()  # re-plans only from a fleet cheaper than the last one
+        self._replan_prices: dict[tuple[str, ...], float] = {}  # a re-plan's fleet at decision
+        self._replans_held = False  # the ratchet held re-plans on the last pass (logged once)
 
     @property
     def executed(self) -> list[Command]:
@@ -199,7 +204,7 @@ class Disruption(Controller):
             "validating": [list(c.names) for c in self.validating],
             "in_flight": {i: sorted(c.candidates.values()) for i, c in self.queue.inflight.items()},
             "held": held,
-            "repack_held": not allowed,
+            "replans_held": not allowed,
             "would_decide": None if command is None else [command.method, list(command.names)],
             "blocked": [f"{b.name}: {b.reason}" for b in ps.notes],
         }
@@ -237,19 +242,20 @@ class Disruption(Controller):
     def _gate(
         self, cluster: Cluster, options: Options, now: float
     ) -> tuple[Options, float | None, bool]:
-        """The options a decision on ``cluster`` runs with: repack left out while the ratchet
-        holds it. Also the fleet's price when it had to be read, and whether repack is allowed.
+        """The options a decision on ``cluster`` runs with: re-plans (repacks, splits) left out
+        while the ratchet holds them. Also the fleet's price when it had to be read, and whether
+        re-plans are allowed.
 
         Called in the decision's worker thread, and it prices the fleet only while the ratchet
         holds: pricing 10,000 nodes takes 150 ms, on the event loop a stalled watch. The price is
         the fleet as it will be: a started command's candidates, still present beside their
         replacements until these are up, would make every fleet look dearer for a while."""
-        if not (options.repack_consolidation and self.ratchet.holding(now)):
+        if not (may_replan(options) and self.ratchet.holding(now)):
             return options, None, True
         price = fleet_price(cluster, staying=True)
         if self.ratchet.allows(price, now):
             return options, price, True
-        return replace(options, repack_consolidation=False), price, False
+        return without_replans(options), price, False
 
     async def _decide(self) -> Command | None:
         cluster, now = await self._snapshot(self.validating)
@@ -271,26 +277,27 @@ class Disruption(Controller):
                 resume=self._resume,
                 settling=settling,
             )
-            if price is None and command is not None and command.method == METHOD_REPACK:
+            if price is None and command is not None and replans(command):
                 price = fleet_price(cluster, staying=True)
             return command, ps, price, allowed
 
         command, ps, price, allowed = await anyio.to_thread.run_sync(run)
-        if not allowed and not self._repack_held:
+        if not allowed and not self._replans_held:
             self._log.info(
-                "repack held: the fleet costs no less than when the last repack started",
+                "repack held: the fleet costs no less than when the last re-plan started"
+                " (repacks and splits into several replacements wait)",
                 price_per_hour=round(price or 0.0, 4),
                 last_repack_price_per_hour=round(self.ratchet.price, 4),
             )
-        self._repack_held = not allowed
+        self._replans_held = not allowed
         budget_metrics.publish(self.metrics, ps)
         for method in ps.timeouts:
             self._log.info("consolidation search cut short by its time budget", method=method)
             self.metrics.voluntary_disruption_consolidation_timeouts.labels(
                 consolidation_type=method
             ).inc()
-        if command is not None and command.method == METHOD_REPACK and price is not None:
-            self._repack_prices[command.names] = price
+        if command is not None and replans(command) and price is not None:
+            self._replan_prices[command.names] = price
         return command
 
     async def _revalidate(self, command: Command, earlier: Sequence[Command]) -> Command | str:
@@ -371,10 +378,10 @@ class Disruption(Controller):
             # again, and a pass that found nothing while they were marked must not be trusted
             self.validating.clear()
             self._quiet = None
-            prices, self._repack_prices = self._repack_prices, {}
+            prices, self._replan_prices = self._replan_prices, {}
         started = [command for command in holding if await self._start(command)]
-        for command in started:  # decision order: the last repack saw the cheapest fleet
-            if command.method == METHOD_REPACK and command.names in prices:
+        for command in started:  # decision order: the last re-plan saw the cheapest fleet
+            if replans(command) and command.names in prices:
                 self.ratchet.started(prices[command.names], self.clock.now())
         return started
 

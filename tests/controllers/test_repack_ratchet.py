@@ -16,10 +16,17 @@ from karpenter.aio.clock import FakeClock
 from karpenter.controllers import budget_metrics
 from karpenter.controllers import disruption as module
 from karpenter.controllers.disruption import Disruption
-from karpenter.core.disruption.commands import METHOD_REPACK, METHOD_SINGLE, Command
+from karpenter.core.disruption.commands import (
+    METHOD_DRIFT,
+    METHOD_MULTI,
+    METHOD_REPACK,
+    METHOD_SINGLE,
+    Command,
+)
 from karpenter.core.disruption.ratchet import HOLD_S, RepackRatchet
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.nodepool import REASON_UNDERUTILIZED
+from karpenter.core.provisioning.results import NewNodeClaim
 from karpenter.kube.client import KubeClient
 from karpenter.state.cluster import ClusterState
 from tests.support.context import controller_context
@@ -49,6 +56,7 @@ class _Core:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, ctrl: Disruption) -> None:
         self.price = 0.0
         self.method = METHOD_REPACK
+        self.replacements = 0  # how many replacements the decided command launches
         self.options: list[Options] = []
 
         async def snapshot(marked: Any) -> tuple[Cluster, float]:
@@ -56,7 +64,8 @@ class _Core:
 
         def decide(cluster: Cluster, options: Options, now: float, **_: Any) -> Any:
             self.options.append(options)
-            command = Command(REASON_UNDERUTILIZED, self.method, ())
+            launches = cast("tuple[NewNodeClaim, ...]", (object(),) * self.replacements)
+            command = Command(REASON_UNDERUTILIZED, self.method, (), launches)
             return command, SimpleNamespace(timeouts=(), notes=())
 
         async def revalidate(command: Command, earlier: Any) -> Command:
@@ -80,7 +89,10 @@ class _Core:
         ctrl.validating.append(command)
         ctrl._round = (ctrl.clock.now() - 100, ctrl.clock.now() - 100)  # waited out
         await ctrl.carry_out()
-        return self.options[-1].repack_consolidation
+        options = self.options[-1]
+        if ctrl.options.repack_consolidation:  # re-plans are held together, or neither
+            assert options.repack_consolidation == (options.max_replacements > 1)
+        return options.repack_consolidation
 
 
 def _controller() -> Disruption:
@@ -89,7 +101,7 @@ def _controller() -> Disruption:
         cast("KubeClient", None),
         clock,
         state=ClusterState(),
-        options=Options(repack_consolidation=True),
+        options=Options(repack_consolidation=True, max_replacements=10),
     )
     return Disruption(ctx)
 
@@ -155,14 +167,38 @@ async def test_the_status_view_decides_as_the_controller_would(
     ctrl = _controller()
     core = _Core(monkeypatch, ctrl)
     view = await ctrl.status()
-    assert view["repack_held"] is False
+    assert view["replans_held"] is False
     assert core.options[-1].repack_consolidation
     assert await core.round(ctrl, 10.0)
     cast("FakeClock", ctrl.clock).advance(60)
     core.price = 10.0
     view = await ctrl.status()
-    assert view["repack_held"] is True
+    assert view["replans_held"] is True
     assert not core.options[-1].repack_consolidation
     core.price = 9.0
-    assert (await ctrl.status())["repack_held"] is False
+    assert (await ctrl.status())["replans_held"] is False
     assert core.options[-1].repack_consolidation
+
+
+@pytest.mark.asyncio
+async def test_a_split_that_did_not_pay_holds_the_next_replan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A consolidation split into two replacements is a re-plan: started on a 10 $/h fleet that
+    is back at 10 $/h, the next decision gets neither splits nor repack. A drift's two forced
+    replacements, or a one-for-one replacement, record nothing."""
+    ctrl = _controller()
+    core = _Core(monkeypatch, ctrl)
+    core.method, core.replacements = METHOD_DRIFT, 2
+    assert await core.round(ctrl, 10.0)
+    core.method, core.replacements = METHOD_SINGLE, 1
+    assert await core.round(ctrl, 10.0)
+    assert ctrl.ratchet.price == float("inf")
+    core.method, core.replacements = METHOD_MULTI, 2
+    assert await core.round(ctrl, 10.0)
+    assert ctrl.ratchet.price == 10.0
+    cast("FakeClock", ctrl.clock).advance(60)
+    assert not await core.round(ctrl, 10.0)
+    assert core.options[-1].max_replacements == 1
+    assert await core.round(ctrl, 9.0)
+    assert core.options[-1].max_replacements == 10
