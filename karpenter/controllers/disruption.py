@@ -191,7 +191,7 @@ class Disruption(Controller):
         held = self.queue.held()
 
         def run() -> tuple[Command | None, DisruptionPass, bool]:
-            options, _, allowed = self._gate(cluster, self.options, now)
+            options, _, allowed = self._gate(cluster, now)
             command, ps = decide(cluster, options, now, held=held)
             return command, ps, allowed
 
@@ -239,17 +239,16 @@ class Disruption(Controller):
             self._settling_since = now
         return now - self._settling_since < self.settle_max_s
 
-    def _gate(
-        self, cluster: Cluster, options: Options, now: float
-    ) -> tuple[Options, float | None, bool]:
-        """The options a decision on ``cluster`` runs with: re-plans (repacks, splits) left out
-        while the ratchet holds them. Also the fleet's price when it had to be read, and whether
-        re-plans are allowed.
+    def _gate(self, cluster: Cluster, now: float) -> tuple[Options, float | None, bool]:
+        """The configured options a decision on ``cluster`` runs with, re-plans (repacks,
+        splits) left out while the ratchet holds them. Also the fleet's price when it had to be
+        read, and whether re-plans are allowed.
 
         Called in the decision's worker thread, and it prices the fleet only while the ratchet
         holds: pricing 10,000 nodes takes 150 ms, on the event loop a stalled watch. The price is
         the fleet as it will be: a started command's candidates, still present beside their
         replacements until these are up, would make every fleet look dearer for a while."""
+        options = self.options
         if not (may_replan(options) and self.ratchet.holding(now)):
             return options, None, True
         price = fleet_price(cluster, staying=True)
@@ -265,7 +264,7 @@ class Disruption(Controller):
 
         def run() -> tuple[Command | None, DisruptionPass, float | None, bool]:
             allocator.trim()  # the last pass's garbage, freed by now, back to the OS
-            options, price, allowed = self._gate(cluster, self.options, now)
+            options, price, allowed = self._gate(cluster, now)
             command, ps = decide(
                 cluster,
                 options,
