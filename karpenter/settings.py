@@ -27,6 +27,9 @@ DEFAULT_FEATURE_GATES = {
     "EarlyProvisioning": True,
     # not upstream: launch types that hold the mix of pods the kube-scheduler will bind there
     "MixingHedge": True,
+    # not upstream: refuse consolidation commands whose evicted pods the kube-scheduler's
+    # least-allocated binding would leave without a node
+    "StrandingCheck": True,
     # not upstream: tell the kube-scheduler where a pass placed each pod (nominatedNodeName)
     "PublishNominations": True,
 }
@@ -218,6 +221,7 @@ class Settings(BaseSettings):
             node_overlay=gates["NodeOverlay"],
             repack_consolidation=gates["ConsolidationRepack"],
             mixing_hedge=gates["MixingHedge"],
+            stranding_check=gates["StrandingCheck"],
             cost_policy=self.COST_POLICY,
             cost_work=self.COST_WORK_BUDGET,
             max_replacements=(

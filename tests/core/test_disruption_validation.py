@@ -104,8 +104,9 @@ def test_command_fails_when_its_pool_has_no_budget_left() -> None:
     assert isinstance(why, str) and why.startswith("BudgetExceeded: nodepool "), why
 
 
-def _next(cluster: Cluster) -> Command | None:
-    command, _ = decide(cluster, Options(), NOW, assume_consolidate_after_elapsed=True)
+def _next(cluster: Cluster, options: Options | None = None) -> Command | None:
+    chosen = Options() if options is None else options
+    command, _ = decide(cluster, chosen, NOW, assume_consolidate_after_elapsed=True)
     return command
 
 
@@ -159,7 +160,9 @@ def test_a_waiting_command_leaves_the_next_only_the_room_it_does_not_take() -> N
     """``c`` has room for 3 CPUs: ``a``'s 2-CPU pod goes there (delete ``a``). With ``a`` only
     marked, the next what-if schedules ``a``'s pod beside ``b``'s 3-CPU one, the larger first:
     ``b``'s takes ``c`` and ``a``'s goes to a NodeClaim no candidate needs, so ``b`` too was
-    deleted onto ``c`` (5 CPUs onto 3). With ``a`` as started, ``a``'s pod is on ``c``."""
+    deleted onto ``c`` (5 CPUs onto 3). With ``a`` as started, ``a``'s pod is on ``c``. (The
+    stranding check refuses the double count on its own: the kube-scheduler binds ``a``'s
+    pod, evicted first, on ``c`` and ``b``'s finds no node.)"""
     nodes = (_node("a", M4), _node("b", M4), _node("c", M4))
     pods = (
         b.bound("a", "p1", cpu="2"),
@@ -169,8 +172,10 @@ def test_a_waiting_command_leaves_the_next_only_the_room_it_does_not_take() -> N
     cluster = _cluster(nodes, pods)
     first = _next(cluster)
     assert first is not None and first.names == ("a",) and first.moves == (("default/p1", "c"),)
-    marked = _next(as_in_flight(cluster, first.names))
+    unchecked = Options(stranding_check=False)
+    marked = _next(as_in_flight(cluster, first.names), unchecked)
     assert marked is not None and marked.moves == (("default/p2", "c"),)  # the double count
+    assert _next(as_in_flight(cluster, first.names)) is None
     assert _next(as_started(cluster, [first], NOW)) is None
 
 

@@ -32,7 +32,13 @@ from dataclasses import replace
 from karpenter.core.disruption.candidates import Candidate, state_price
 from karpenter.core.disruption.commands import METHOD_MULTI, Command, NoOp
 from karpenter.core.disruption.context import DisruptionPass
-from karpenter.core.disruption.simulation import Outcome, homeless_message, reschedule_kept
+from karpenter.core.disruption.simulation import (
+    Outcome,
+    homeless_message,
+    reschedule_kept,
+    stranded,
+    stranded_message,
+)
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.instancetype import InstanceType, Offering
@@ -41,6 +47,8 @@ from karpenter.core.provisioning.results import Launch, NewNodeClaim, min_values
 from karpenter.core.scheduling.requirements import Requirement, Requirements
 
 MIN_SPOT_TO_SPOT_TYPES = 15
+# The NoOp kind of a command refused because the kube-scheduler would strand its pods.
+STRANDS = "Strands"
 BALANCED_K = 2.0
 _LAUNCH_ORDER = (lbl.CAPACITY_TYPE_RESERVED, lbl.CAPACITY_TYPE_SPOT, lbl.CAPACITY_TYPE_ON_DEMAND)
 
@@ -304,6 +312,12 @@ def consolidate(ps: DisruptionPass, candidates: Sequence[Candidate], method: str
     rejection = balanced_rejection(ps, verdict)
     if rejection:
         return NoOp("Balanced", rejection)
+    if ps.options.stranding_check:
+        keys = stranded(
+            ps.cluster, candidates, ps.states, ps.options, ps.reuse, verdict.replacements, ps.now
+        )
+        if keys:
+            return NoOp(STRANDS, stranded_message(keys))
     return verdict
 
 

@@ -24,7 +24,8 @@ from karpenter.core.disruption.commands import Command, destination
 from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.methods import next_command
 from karpenter.core.disruption.retries import FailedSplits
-from karpenter.core.disruption.world import World, replacement_node
+from karpenter.core.disruption.simulation import replacement_node
+from karpenter.core.disruption.world import World
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.pod import Pod

@@ -19,9 +19,13 @@ from functools import partial
 
 from karpenter.core.disruption import headroom
 from karpenter.core.disruption.candidates import Candidate, in_flight, reschedulable
+from karpenter.core.lifecycle import nodepool_hash
+from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
+from karpenter.core.model.node import Node
 from karpenter.core.model.pod import Pod
+from karpenter.core.provisioning import binding
 from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import StateNode
 from karpenter.core.provisioning.podwork import unconstrained
@@ -248,6 +252,71 @@ def _placed(everyone: Sequence[Pod], results: Results) -> Placed:
     where = _where(results)
     placed = ((p.requests, where.get(p.key, "")) for p in everyone)
     return tuple((r, "" if node.startswith("#") else node) for r, node in placed)
+
+
+def replacement_node(claim: NewNodeClaim, name: str, cluster: Cluster, now: float) -> Node:
+    """The Node a replacement NodeClaim becomes: initialized, of its pool's current template."""
+    launched = next(it for it in claim.instance_types if it.name == claim.launch.instance_type)
+    labels = dict(claim.labels)
+    labels[lbl.HOSTNAME] = name
+    labels[lbl.NODEPOOL] = claim.nodepool
+    labels[lbl.REGISTERED] = "true"
+    labels[lbl.INITIALIZED] = "true"
+    annotations: dict[str, str] = {}
+    pool = next((p for p in cluster.nodepools if p.name == claim.nodepool), None)
+    if pool is not None:
+        annotations[lbl.NODEPOOL_HASH] = nodepool_hash(pool)
+        annotations[lbl.NODEPOOL_HASH_VERSION] = lbl.NODEPOOL_HASH_VERSION_CURRENT
+    return Node(
+        name=name,
+        labels=dict(sorted(labels.items())),
+        annotations=annotations,
+        taints=claim.taints,
+        capacity=dict(launched.capacity),
+        allocatable=launched.allocatable,
+        provider_id=f"simulated://{name}",
+        creation=now,
+    )
+
+
+def stranded(
+    cluster: Cluster,
+    candidates: Sequence[Candidate],
+    states: Sequence[StateNode],
+    options: Options,
+    reuse: Reuse | None,
+    replacements: Sequence[NewNodeClaim],
+    now: float,
+) -> tuple[str, ...]:
+    """The candidates' pods the kube-scheduler would leave without a node once the command's
+    ``replacements`` are up and the candidates drained (``binding``: each pod, as it arrives,
+    on the fitting node its scoring ranks first), in eviction order.
+
+    The pods a what-if schedules, in the order they reach the scheduler's queue: the pending
+    ones first, then those of in-flight nodes, then the candidates' in candidate order.
+    CapacityBuffer virtual pods are never bound, so they take no room here."""
+    w = _what_if(cluster, candidates, states, options, reuse)
+    pods = [p for p in w.everyone if p.key not in w.held]
+    if replacements:
+        names = [f"stranding-check-replacement-{i}" for i in range(len(replacements))]
+        joined = tuple(
+            replacement_node(claim, name, cluster, now)
+            for claim, name in zip(replacements, names, strict=True)
+        )
+        # A snapshot of its own: the shared memo keeps one snapshot's set-up at a time.
+        cluster, reuse = replace(cluster, nodes=(*cluster.nodes, *joined)), None
+    bound = binding.bind(cluster, pods, options, excluded_nodes=w.excluded, reuse=reuse)
+    return tuple(key for key in bound.stranded if key in w.keys)
+
+
+def stranded_message(keys: Sequence[str]) -> str:
+    """Why a command is refused for pods the kube-scheduler would strand."""
+    shown = ", ".join(keys[:3])
+    more = f" (and {len(keys) - 3} more)" if len(keys) > 3 else ""
+    return (
+        f"{len(keys)} evicted pod(s) would find no node as the kube-scheduler binds them"
+        f" (least allocated first): {shown}{more}"
+    )
 
 
 def homeless_message(outcome: Outcome) -> str:

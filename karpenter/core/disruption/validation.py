@@ -28,7 +28,7 @@ from karpenter.core.disruption.commands import (
 from karpenter.core.disruption.consolidation import consolidate
 from karpenter.core.disruption.context import DisruptionPass, new_pass
 from karpenter.core.disruption.ranking import consolidatable
-from karpenter.core.disruption.world import replacement_node
+from karpenter.core.disruption.simulation import replacement_node
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.nodepool import REASON_EMPTY, REASON_UNDERUTILIZED

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 from karpenter.core.disruption import split
 from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import Command, NoOp
-from karpenter.core.disruption.consolidation import consolidate
+from karpenter.core.disruption.consolidation import STRANDS, consolidate
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.prefilter import Assessment, assess, refuses
 from karpenter.core.disruption.simulation import OUTCOMES, Outcome
@@ -368,6 +368,9 @@ def _hopeless(ps: DisruptionPass, candidates: Sequence[Candidate], base: Outcome
     return bool(held) and split.hopeless(ps, held, sum(c.price for c in candidates))
 
 
+_UNKEPT = frozenset({"Balanced", STRANDS})
+
+
 def judge(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> Command | NoOp:
     """Consolidating exactly ``candidates``: the command, or why not (kind ``Prefilter``: the
     prefilter's proof, whose message is the whole note)."""
@@ -398,7 +401,8 @@ def judge(ps: DisruptionPass, candidates: Sequence[Candidate], method: str) -> C
         result = consolidate(ps, candidates, method)
     finally:
         del derived[OUTCOMES]
-    if isinstance(result, NoOp) and result.kind != "Balanced" and outcomes:
+    # Balanced and Strands answers read more than the first-fit replay the memo rests on.
+    if isinstance(result, NoOp) and result.kind not in _UNKEPT and outcomes:
         base = outcomes[0]
         if ps.failed_splits.failed(ps.cluster, ps.options, candidates, base):
             splits = 0  # the split failed after this very what-if: never tried again

@@ -30,10 +30,9 @@ from karpenter.core.disruption.commands import Command, destination
 from karpenter.core.disruption.context import DisruptionPass, budget_counts, count
 from karpenter.core.disruption.ranking import CandidateIndex
 from karpenter.core.disruption.retries import FailedSplits
-from karpenter.core.disruption.simulation import pending_pods
+from karpenter.core.disruption.simulation import pending_pods, replacement_node
 from karpenter.core.disruption.splitbound import WholeNodes
 from karpenter.core.disruption.verdicts import FAR, Order, Shape, VerdictMemo, order, room_for
-from karpenter.core.lifecycle import nodepool_hash
 from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
@@ -45,38 +44,12 @@ from karpenter.core.provisioning import rebase
 from karpenter.core.provisioning.build import Reuse
 from karpenter.core.provisioning.existing import StateNode, state_nodes
 from karpenter.core.provisioning.podwork import unconstrained
-from karpenter.core.provisioning.results import NewNodeClaim
 
 # Per-snapshot values (``Reuse.derived``) of the disruption code that stay true for every
 # node a command did not touch: carried over by the world (see ``_rederive``).
 _UNBOUND = "disruption.unbound:"
 _CARRIED = ("disruption.waiting", "prefilter.spot")
 Shapes = tuple[dict[str, int], list[tuple[tuple[tuple[str, int], ...], Resources]]]
-
-
-def replacement_node(claim: NewNodeClaim, name: str, cluster: Cluster, now: float) -> Node:
-    """The Node a replacement NodeClaim becomes: initialized, of its pool's current template."""
-    launched = next(it for it in claim.instance_types if it.name == claim.launch.instance_type)
-    labels = dict(claim.labels)
-    labels[lbl.HOSTNAME] = name
-    labels[lbl.NODEPOOL] = claim.nodepool
-    labels[lbl.REGISTERED] = "true"
-    labels[lbl.INITIALIZED] = "true"
-    annotations: dict[str, str] = {}
-    pool = next((p for p in cluster.nodepools if p.name == claim.nodepool), None)
-    if pool is not None:
-        annotations[lbl.NODEPOOL_HASH] = nodepool_hash(pool)
-        annotations[lbl.NODEPOOL_HASH_VERSION] = lbl.NODEPOOL_HASH_VERSION_CURRENT
-    return Node(
-        name=name,
-        labels=dict(sorted(labels.items())),
-        annotations=annotations,
-        taints=claim.taints,
-        capacity=dict(launched.capacity),
-        allocatable=launched.allocatable,
-        provider_id=f"simulated://{name}",
-        creation=now,
-    )
 
 
 def _all_types(cluster: Cluster) -> dict[str, InstanceType]:

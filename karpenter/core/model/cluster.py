@@ -80,6 +80,9 @@ class Options:
     # FEATURE_GATES=MixingHedge (not upstream): provisioning launches types that hold the mix
     # of the pass's pods the kube-scheduler will bind there (core.provisioning.mixing).
     mixing_hedge: bool = True
+    # FEATURE_GATES=StrandingCheck (not upstream): consolidation refuses a command whose
+    # evicted pods the kube-scheduler would leave without a node (core.provisioning.binding).
+    stranding_check: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,108 @@
+"""The kube-scheduler's binding, emulated, and consolidation's refusal of commands it strands."""
+
+from __future__ import annotations
+
+from karpenter.core.disruption.planner import decide
+from karpenter.core.model import labels as lbl
+from karpenter.core.model.cluster import Cluster, Options
+from karpenter.core.model.instancetype import InstanceType
+from karpenter.core.model.node import Node
+from karpenter.core.model.nodepool import Budget, Disruption
+from karpenter.core.model.pod import Pod
+from karpenter.core.provisioning.binding import bind
+from tests.support import builders as b
+
+NOW = 1_800_000_000.0
+HOUR = 3600.0
+M1, M2, M4, M8, M16 = b.catalog()
+POOL = b.nodepool(
+    disruption=Disruption("WhenEmptyOrUnderutilized", 0.0, (Budget("100%"),)),
+    requirements=b.term((lbl.CAPACITY_TYPE, "In", ["on-demand"])),
+)
+GUARD = {lbl.DO_NOT_DISRUPT: "true"}
+
+
+def _node(name: str, it: InstanceType, zone: str = "zone-a") -> Node:
+    return b.managed_node(name, it, zone=zone, creation=NOW - HOUR)
+
+
+def _cluster(nodes: tuple[Node, ...], pods: tuple[Pod, ...]) -> Cluster:
+    return b.cluster([POOL], nodes=nodes, pods=pods)
+
+
+def _guarded(node: str, cpu: str) -> Pod:
+    """A pod that keeps its node from being a candidate and uses ``cpu`` of it."""
+    return b.bound(node, f"guard-{node}", cpu=cpu, annotations=GUARD)
+
+
+def test_each_pod_goes_to_the_least_allocated_node_that_fits() -> None:
+    """``a`` has 1.4 CPUs used, ``c`` 0.4: the first pod goes to ``c``; the second finds
+    ``c`` at 1.4 too and then ``a`` scores equal, the first in order."""
+    nodes = (_node("a", M4), _node("c", M4))
+    cluster = _cluster(nodes, (_guarded("a", "1400m"), _guarded("c", "400m")))
+    pods = [b.pod("p1", cpu="1"), b.pod("p2", cpu="1"), b.pod("p3", cpu="1")]
+    bound = bind(cluster, pods, Options())
+    assert bound.nodes == {"default/p1": "c", "default/p2": "a", "default/p3": "c"}
+    assert bound.stranded == ()
+
+
+def test_a_large_pod_arriving_last_is_stranded_where_first_fit_fits_it() -> None:
+    """2.5 CPUs free on each of two nodes; two 1-CPU pods arrive first and take one CPU of
+    each, so the 2.5-CPU pod fits neither (first fit, largest first, places all three)."""
+    nodes = (_node("a", M4), _node("c", M4))
+    cluster = _cluster(nodes, (_guarded("a", "1400m"), _guarded("c", "1400m")))
+    pods = [b.pod("s1", cpu="1"), b.pod("s2", cpu="1"), b.pod("big", cpu="2500m")]
+    bound = bind(cluster, pods, Options())
+    assert bound.stranded == ("default/big",)
+    assert set(bound.nodes) == {"default/s1", "default/s2"}
+    assert bind(cluster, list(reversed(pods)), Options()).stranded == ()
+
+
+def test_required_constraints_still_filter() -> None:
+    """The binder uses the solver's filters: a node selector keeps a pod off the emptier
+    node in the other zone."""
+    nodes = (_node("a", M4, zone="zone-a"), _node("c", M4, zone="zone-b"))
+    cluster = _cluster(nodes, (_guarded("a", "2"),))
+    pinned = b.pod("p", cpu="1", node_selector={lbl.ZONE: "zone-a"})
+    assert bind(cluster, [pinned], Options()).nodes == {"default/p": "a"}
+    assert bind(cluster, [b.pod("q", cpu="1")], Options()).nodes == {"default/q": "c"}
+
+
+def _fragile() -> Cluster:
+    """``x`` holds two 1-CPU pods and a 2.5-CPU one (listed in that order, the order they are
+    evicted in); ``a`` and ``c`` have 2.5 CPUs free each. First fit deletes ``x`` (the large
+    pod on ``a``, the small ones on ``c``); the kube-scheduler would spread the small ones
+    over both and leave the large one pending, and the provisioner would buy a node for it."""
+    nodes = (_node("a", M4), _node("c", M4), _node("x", M4))
+    pods = (
+        _guarded("a", "1400m"),
+        _guarded("c", "1400m"),
+        b.bound("x", "s1", cpu="1"),
+        b.bound("x", "s2", cpu="1"),
+        b.bound("x", "big", cpu="2500m"),
+    )
+    return _cluster(nodes, pods)
+
+
+def test_consolidation_refuses_a_delete_the_scheduler_would_strand() -> None:
+    unchecked, _ = decide(
+        _fragile(), Options(stranding_check=False), NOW, assume_consolidate_after_elapsed=True
+    )
+    assert unchecked is not None and unchecked.names == ("x",) and not unchecked.replacements
+    command, ps = decide(_fragile(), Options(), NOW, assume_consolidate_after_elapsed=True)
+    assert command is None
+    notes = {n.name: n.reason for n in ps.notes}
+    assert notes["x"].startswith("Strands: 1 evicted pod(s) would find no node"), notes
+    assert "default/big" in notes["x"]
+
+
+def test_a_delete_with_room_to_spare_still_goes_ahead() -> None:
+    """With 3.5 CPUs free on each node the same pods fit however they arrive."""
+    cluster = _fragile()
+    pods = tuple(
+        _guarded(p.node_name, "400m") if p.name.startswith("guard-") else p for p in cluster.pods
+    )
+    command, _ = decide(
+        _cluster(cluster.nodes, pods), Options(), NOW, assume_consolidate_after_elapsed=True
+    )
+    assert command is not None and command.names == ("x",) and not command.replacements
