@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from karpenter.core.disruption import repack
+from karpenter.core.disruption.context import new_pass
 from karpenter.core.disruption.planner import decide
 from karpenter.core.model import labels as lbl
 from karpenter.core.model.cluster import Cluster, Options
@@ -106,3 +108,27 @@ def test_a_delete_with_room_to_spare_still_goes_ahead() -> None:
         _cluster(cluster.nodes, pods), Options(), NOW, assume_consolidate_after_elapsed=True
     )
     assert command is not None and command.names == ("x",) and not command.replacements
+
+
+def test_batch_delete_leaves_out_a_candidate_whose_pods_the_scheduler_would_strand() -> None:
+    """``y``'s 1-CPU pod, then ``x``'s 1-CPU and 2.5-CPU pods: first fit deletes both (the
+    large pod on ``a``, the small ones on ``c``); evicted in that order, the small ones take a
+    CPU of each node and the large one fits neither, so only ``y`` gathers (no command)."""
+    nodes = (_node("a", M4), _node("c", M4), _node("x", M4), _node("y", M2))
+    pods = (
+        _guarded("a", "1400m"),
+        _guarded("c", "1400m"),
+        b.bound("y", "s2", cpu="1"),
+        b.bound("x", "s1", cpu="1"),
+        b.bound("x", "big", cpu="2500m"),
+    )
+    cluster = _cluster(nodes, pods)
+
+    def gathered(options: Options) -> tuple[str, ...] | None:
+        ps = new_pass(cluster, options, NOW)
+        by_name = {c.name: c for c in ps.candidates}
+        command = repack.batch_delete(ps, [by_name["y"], by_name["x"]])
+        return None if command is None else command.names
+
+    assert gathered(Options(stranding_check=False)) == ("y", "x")
+    assert gathered(Options()) is None

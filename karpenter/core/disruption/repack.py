@@ -37,7 +37,7 @@ from karpenter.core.disruption import split
 from karpenter.core.disruption.bound import MULTI
 from karpenter.core.disruption.candidates import Candidate
 from karpenter.core.disruption.commands import METHOD_MULTI, METHOD_REPACK, Command
-from karpenter.core.disruption.consolidation import balanced_rejection
+from karpenter.core.disruption.consolidation import balanced_rejection, strands
 from karpenter.core.disruption.context import DisruptionPass
 from karpenter.core.disruption.prefilter import short_of_room
 from karpenter.core.disruption.ranking import repackable, waste, wasteful_key
@@ -147,7 +147,7 @@ def _judge(ps: DisruptionPass, prefix: Sequence[Candidate], outcome: Outcome) ->
         return True
     command = Command(REASON_UNDERUTILIZED, METHOD_REPACK, tuple(prefix), built, outcome.moves)
     floor = max(MIN_SAVINGS, MIN_SAVINGS_SHARE * command.price_removed)
-    if command.savings <= floor or balanced_rejection(ps, command):
+    if command.savings <= floor or balanced_rejection(ps, command) or strands(ps, command):
         return True
     return command
 
@@ -284,4 +284,4 @@ def _delete_if_all_fit(ps: DisruptionPass, trial: Sequence[Candidate]) -> Comman
     if outcome.claims or outcome.failures or outcome.homeless or outcome.uninitialized:
         return None
     command = Command(REASON_UNDERUTILIZED, METHOD_MULTI, tuple(trial), (), outcome.moves)
-    return None if balanced_rejection(ps, command) else command
+    return None if balanced_rejection(ps, command) or strands(ps, command) else command
