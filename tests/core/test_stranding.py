@@ -110,11 +110,29 @@ def test_a_delete_with_room_to_spare_still_goes_ahead() -> None:
     assert command is not None and command.names == ("x",) and not command.replacements
 
 
+def test_a_command_saving_more_than_the_stranded_pods_new_node_goes_ahead() -> None:
+    """The same pods on an m-8x: the kube-scheduler still strands the large one, and the
+    provisioner buys an m-4x for it, but deleting the m-8x saves more than that."""
+    cluster = _fragile()
+    nodes = tuple(_node("x", M8) if n.name == "x" else n for n in cluster.nodes)
+    command, _ = decide(
+        _cluster(nodes, cluster.pods), Options(), NOW, assume_consolidate_after_elapsed=True
+    )
+    assert command is not None and command.names == ("x",) and not command.replacements
+
+
 def test_batch_delete_leaves_out_a_candidate_whose_pods_the_scheduler_would_strand() -> None:
     """``y``'s 1-CPU pod, then ``x``'s 1-CPU and 2.5-CPU pods: first fit deletes both (the
     large pod on ``a``, the small ones on ``c``); evicted in that order, the small ones take a
-    CPU of each node and the large one fits neither, so only ``y`` gathers (no command)."""
-    nodes = (_node("a", M4), _node("c", M4), _node("x", M4), _node("y", M2))
+    CPU of each node and the large one fits neither. The pool launches only m-8x now, so the
+    node bought for it costs what deleting both m-4x saves: only ``y`` gathers (no command)."""
+    pool = b.nodepool(
+        disruption=Disruption("WhenEmptyOrUnderutilized", 0.0, (Budget("100%"),)),
+        requirements=b.term(
+            (lbl.CAPACITY_TYPE, "In", ["on-demand"]), (lbl.INSTANCE_TYPE, "In", [M8.name])
+        ),
+    )
+    nodes = (_node("a", M4), _node("c", M4), _node("x", M4), _node("y", M4))
     pods = (
         _guarded("a", "1400m"),
         _guarded("c", "1400m"),
@@ -122,7 +140,7 @@ def test_batch_delete_leaves_out_a_candidate_whose_pods_the_scheduler_would_stra
         b.bound("x", "s1", cpu="1"),
         b.bound("x", "big", cpu="2500m"),
     )
-    cluster = _cluster(nodes, pods)
+    cluster = b.cluster([pool], nodes=nodes, pods=pods)
 
     def gathered(options: Options) -> tuple[str, ...] | None:
         ps = new_pass(cluster, options, NOW)

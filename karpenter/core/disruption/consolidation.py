@@ -316,19 +316,27 @@ def consolidate(ps: DisruptionPass, candidates: Sequence[Candidate], method: str
 
 
 def strands(ps: DisruptionPass, command: Command) -> NoOp | None:
-    """A ``Strands`` refusal when the kube-scheduler would leave one of ``command``'s evicted
-    pods without a node (``simulation.stranded``; ``Options.stranding_check``), else None.
+    """A ``Strands`` refusal when the kube-scheduler would leave some of ``command``'s evicted
+    pods without a node and the capacity the provisioner would then buy for every pod left
+    pending costs at least what the command saves (``simulation.stranded``;
+    ``Options.stranding_check``), else None.
 
     The plan packs the evicted pods first fit, largest first; the scheduler binds them one by
     one as they arrive, each to the least-allocated node that fits. Where the plan's room is
     tight, small pods arriving first take a piece of every node and a large one is left
     pending: the provisioner buys a node for it, and the next round removes that node again
-    (upstream's wide scale-down on kwok bought 47 NodeClaims in nine minutes this way)."""
+    (upstream's wide scale-down on kwok bought 47 NodeClaims in nine minutes this way). A
+    command that saves more than that node costs still makes the fleet cheaper, so it goes
+    ahead."""
     if not ps.options.stranding_check:
         return None
     cluster, candidates, replacements = ps.cluster, command.candidates, command.replacements
-    keys = stranded(cluster, candidates, ps.states, ps.options, ps.reuse, replacements, ps.now)
-    return NoOp(STRANDS, stranded_message(keys)) if keys else None
+    bound = stranded(cluster, candidates, ps.states, ps.options, ps.reuse, replacements, ps.now)
+    if not bound.stranded:
+        return None
+    if not bound.homeless and command.savings - bound.price > 0:
+        return None
+    return NoOp(STRANDS, stranded_message(bound, command.savings))
 
 
 def _verdict(

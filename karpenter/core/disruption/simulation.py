@@ -287,10 +287,11 @@ def stranded(
     reuse: Reuse | None,
     replacements: Sequence[NewNodeClaim],
     now: float,
-) -> tuple[str, ...]:
-    """The candidates' pods the kube-scheduler would leave without a node once the command's
-    ``replacements`` are up and the candidates drained (``binding``: each pod, as it arrives,
-    on the fitting node its scoring ranks first), in eviction order.
+) -> binding.Binding:
+    """Where the kube-scheduler would bind the pods once the command's ``replacements`` are
+    up and the candidates drained (``binding``: each pod, as it arrives, on the fitting node
+    its scoring ranks first): ``stranded`` lists the candidates' pods it leaves without a
+    node, in eviction order, and ``claims`` the NodeClaims the provisioner would buy for them.
 
     The pods a what-if schedules, in the order they reach the scheduler's queue: the pending
     ones first, then those of in-flight nodes, then the candidates' in candidate order.
@@ -305,17 +306,30 @@ def stranded(
         )
         # A snapshot of its own: the shared memo keeps one snapshot's set-up at a time.
         cluster, reuse = replace(cluster, nodes=(*cluster.nodes, *joined)), None
-    bound = binding.bind(cluster, pods, options, excluded_nodes=w.excluded, reuse=reuse)
-    return tuple(key for key in bound.stranded if key in w.keys)
+    bound = binding.bind(cluster, pods, options, excluded_nodes=w.excluded, reuse=reuse, buy=True)
+    # The candidates' business only: other pending pods would buy their nodes anyway.
+    mine = w.keys
+    return binding.Binding(
+        bound.nodes,
+        tuple(key for key in bound.stranded if key in mine),
+        tuple(c for c in bound.claims if any(p.key in mine for p in c.pods)),
+        tuple(key for key in bound.homeless if key in mine),
+    )
 
 
-def stranded_message(keys: Sequence[str]) -> str:
+def stranded_message(bound: binding.Binding, savings: float) -> str:
     """Why a command is refused for pods the kube-scheduler would strand."""
+    keys = bound.stranded
     shown = ", ".join(keys[:3])
     more = f" (and {len(keys) - 3} more)" if len(keys) > 3 else ""
+    cost = (
+        "no new NodeClaim would hold them"
+        if bound.homeless
+        else f"new capacity for them costs {bound.price:.4f}/h against savings of {savings:.4f}/h"
+    )
     return (
         f"{len(keys)} evicted pod(s) would find no node as the kube-scheduler binds them"
-        f" (least allocated first): {shown}{more}"
+        f" (least allocated first): {shown}{more}; {cost}"
     )
 
 

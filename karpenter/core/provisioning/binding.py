@@ -40,7 +40,8 @@ from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
 from karpenter.core.provisioning.build import Reuse, build_context
 from karpenter.core.provisioning.podwork import PodWork
-from karpenter.core.provisioning.scheduler import Scheduler, _Memo
+from karpenter.core.provisioning.results import NewNodeClaim, finalize
+from karpenter.core.provisioning.scheduler import Scheduler, _Memo, queue_order
 from karpenter.core.provisioning.targets import Existing, try_existing
 from karpenter.core.provisioning.topology import PodGroups, Reject
 from karpenter.core.provisioning.volumes import PodVolumes
@@ -50,10 +51,18 @@ MAX_SCORE = 100.0
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """Where each pod went (its node's name; in-flight NodeClaims count), and the stranded."""
+    """Where each pod went (its node's name; in-flight NodeClaims count), the stranded, and
+    what a provisioning pass would buy for them (``bind(..., buy=True)``)."""
 
     nodes: dict[str, str]
     stranded: tuple[str, ...]
+    claims: tuple[NewNodeClaim, ...] = ()
+    homeless: tuple[str, ...] = ()  # stranded pods no new NodeClaim holds either
+
+    @property
+    def price(self) -> float:
+        """Hourly price of ``claims``."""
+        return sum(c.launch.price for c in self.claims)
 
 
 def score(node: Existing, requests: res.Resources) -> float:
@@ -76,7 +85,10 @@ def score(node: Existing, requests: res.Resources) -> float:
 
 
 class _Binder(Scheduler):
-    """The solver's filters with the kube-scheduler's choice: best score, never new capacity."""
+    """The solver's filters with the kube-scheduler's choice: best score, never new capacity
+    (until ``buying``: then the provisioner's first fit, new NodeClaims included)."""
+
+    buying = False
 
     def run(self, pending: Sequence[Pod]) -> dict[str, str]:
         # Preferences only score in the kube-scheduler; they never keep a pod off a node.
@@ -94,6 +106,8 @@ class _Binder(Scheduler):
         return self._reasons
 
     def _add(self, work: PodWork, volumes: PodVolumes) -> bool:
+        if self.buying:
+            return super()._add(work, volumes)
         memo = self._memos.get(work.signature)
         if memo is None:
             memo = self._memos[work.signature] = _Memo()
@@ -128,9 +142,11 @@ def bind(
     *,
     excluded_nodes: frozenset[str] = frozenset(),
     reuse: Reuse | None = None,
+    buy: bool = False,
 ) -> Binding:
     """Bind ``pods`` (unbound, in the order the kube-scheduler's queue will hold them) on
-    ``cluster`` without ``excluded_nodes``, as the kube-scheduler would."""
+    ``cluster`` without ``excluded_nodes``, as the kube-scheduler would; with ``buy``, also
+    the NodeClaims a provisioning pass would then create for the stranded pods."""
     ctx = build_context(cluster, pods, options, excluded_nodes, reuse)
     binder = _Binder(ctx)
     reasons = binder.run(pods)
@@ -138,5 +154,13 @@ def bind(
     for index in sorted(ctx.touched):
         node = ctx.existing[index]
         where.update((p.key, node.state.name) for p in node.pods)
-    stranded = tuple(p.key for p in pods if p.key in reasons and p.key not in where)
-    return Binding(where, stranded)
+    stranded = [p for p in pods if p.key in reasons and p.key not in where]
+    keys = tuple(p.key for p in stranded)
+    if not buy or not stranded:
+        return Binding(where, keys)
+    # The provisioner's pass over what is left pending: largest first, first fit, the room
+    # the scheduler left on existing nodes, then new NodeClaims.
+    binder.buying = True
+    left = binder.run(sorted(stranded, key=queue_order))
+    results = finalize(ctx, binder.claims, left)
+    return Binding(where, keys, results.new_claims, tuple(sorted(results.unschedulable)))
