@@ -10,7 +10,7 @@ from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import Node
 from karpenter.core.model.nodepool import Budget, Disruption
-from karpenter.core.model.pod import Pod
+from karpenter.core.model.pod import Owner, Pod
 from karpenter.core.provisioning.binding import bind
 from tests.support import builders as b
 
@@ -46,6 +46,25 @@ def test_each_pod_goes_to_the_least_allocated_node_that_fits() -> None:
     bound = bind(cluster, pods, Options())
     assert bound.nodes == {"default/p1": "c", "default/p2": "a", "default/p3": "c"}
     assert bound.stranded == ()
+
+
+def test_a_replicaset_pod_goes_where_fewest_of_its_replicaset_run() -> None:
+    """System default spreading outweighs the resource scores: ``a`` is emptier but runs two
+    of the ReplicaSet's pods, so its next pod goes to ``c``, which runs none; a pod without a
+    controller goes to ``a``."""
+    rs = (Owner("ReplicaSet", "web-1", "apps/v1", controller=True),)
+    nodes = (_node("a", M8), _node("c", M4))
+    cluster = _cluster(
+        nodes,
+        (
+            b.bound("a", "w1", cpu="100m", owners=rs),
+            b.bound("a", "w2", cpu="100m", owners=rs),
+            _guarded("c", "1"),
+        ),
+    )
+    web = b.pod("w3", cpu="100m", owners=rs)
+    assert bind(cluster, [web], Options()).nodes == {"default/w3": "c"}
+    assert bind(cluster, [b.pod("solo", cpu="100m")], Options()).nodes == {"default/solo": "a"}
 
 
 def test_a_large_pod_arriving_last_is_stranded_where_first_fit_fits_it() -> None:

@@ -4,41 +4,52 @@ The solver places pods first fit, largest first, and packs them tightly; the kub
 does neither. It takes pods in the order they reach its queue and binds each to the node that
 scores highest among those its filters pass, and with the default profile, for pods that
 request CPU and memory and prefer nothing, the scores that differ between nodes are
-NodeResourcesFit's ``LeastAllocated`` and ``NodeResourcesBalancedAllocation`` (weight 1 each):
-it spreads pods onto the emptiest nodes. A plan that counts on the room existing nodes leave
-being filled as packed can then strand a pod: the room it was planned into went to others a
-piece at a time, and no node has enough left. Consolidation asks this module whether the pods
+NodeResourcesFit's ``LeastAllocated``, ``NodeResourcesBalancedAllocation`` and the default
+topology spreading: it spreads pods onto the emptiest nodes, and a Deployment's pods onto the
+nodes with fewest of them. A plan that counts on the room existing nodes leave being filled as
+packed can then strand a pod: the room it was planned into went to others a piece at a time,
+and no node has enough left. Consolidation asks this module whether the pods
 a command evicts would all find a node (``core/disruption/simulation.py``).
 
 Emulated: the filters are the solver's own (``targets.try_existing``: taints, host ports,
 resources, volumes, node selection, required topology spread and pod (anti-)affinity), so
-what fits is exactly what the plan assumes; the score is the two resource scores over CPU and
-memory, each 0-100 and computed with the pod added:
+what fits is exactly what the plan assumes; the score is the default profile's, with the pod
+added, over the nodes that fit:
 
-- LeastAllocated: the mean of ``free / allocatable`` over CPU and memory, × 100;
-- BalancedAllocation: ``(1 - |cpu share - memory share| / 2) × 100`` (one minus the standard
-  deviation of the two requested shares).
+- LeastAllocated (weight 1): the mean of ``free / allocatable`` over CPU and memory, × 100;
+- BalancedAllocation (weight 1): ``(1 - |cpu share - memory share| / 2) × 100`` (one minus
+  the standard deviation of the two requested shares);
+- PodTopologySpread (weight 2), for a pod that declares no spread of its own and belongs to a
+  ReplicaSet, StatefulSet or ReplicationController: the system default constraints
+  (``ScheduleAnyway``, hostname max skew 3, zone max skew 5), its controller's pods on the
+  node and in the node's zone, each count weighted by the log of its domain count + 2,
+  normalized so the emptiest node scores 100. For a Deployment's pods this outweighs the
+  resource scores: they spread over the nodes that hold fewest of their ReplicaSet.
 
-Not modelled: soft constraints (preferred affinities, ``ScheduleAnyway`` spreads, the default
-system spreading), image locality and ``PreferNoSchedule`` taints; the real scheduler breaks
-ties at random, this one takes the first node in the snapshot's order. Pods that fit no node
-wait for in-flight NodeClaims (already capacity: the scheduler binds there once they are
-Ready); the rest are stranded. Pods whose own constraints are only satisfiable after others
-land (affinity) get more rounds, as the scheduler retries them when the cluster changes.
+Not modelled: declared soft constraints (preferred affinities, ``ScheduleAnyway`` spreads),
+Services' selectors in the default spreading, image locality and ``PreferNoSchedule`` taints;
+the real scheduler breaks ties at random, this one takes the first node in the snapshot's
+order. Pods that fit no node wait for in-flight NodeClaims (already capacity: the scheduler
+binds there once they are Ready); the rest are stranded. Pods whose own constraints are only
+satisfiable after others land (affinity) get more rounds, as the scheduler retries them when
+the cluster changes.
 
 Pure and deterministic: the caller names the order.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import math
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from karpenter.core.model import labels as lbl
 from karpenter.core.model import resources as res
 from karpenter.core.model.cluster import Cluster, Options
 from karpenter.core.model.pod import Pod
-from karpenter.core.provisioning.build import Reuse, build_context
+from karpenter.core.provisioning.build import PassContext, Reuse, build_context
+from karpenter.core.provisioning.defaultspread import selector_owner
 from karpenter.core.provisioning.podwork import PodWork
 from karpenter.core.provisioning.results import NewNodeClaim, finalize
 from karpenter.core.provisioning.scheduler import Scheduler, _Memo, queue_order
@@ -47,6 +58,8 @@ from karpenter.core.provisioning.topology import PodGroups, Reject
 from karpenter.core.provisioning.volumes import PodVolumes
 
 MAX_SCORE = 100.0
+# PodTopologySpread's weight in the default profile (the resource scores weigh 1 each).
+SPREAD_WEIGHT = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +97,60 @@ def score(node: Existing, requests: res.Resources) -> float:
     return least + balanced
 
 
+def _spread_key(pod: Pod) -> tuple[str, str, str] | None:
+    """Whose pods the kube-scheduler's system default spreading counts for ``pod``: its
+    ReplicaSet's (or StatefulSet's, ReplicationController's); None when it declares
+    constraints of its own or has no such controller (no default applies)."""
+    if pod.topology_spread:
+        return None
+    owner = selector_owner(pod)
+    return None if owner is None else (pod.namespace, owner.kind, owner.name)
+
+
+def spread_scores(raw: Sequence[float]) -> list[float]:
+    """PodTopologySpread's NormalizeScore: the node with the fewest matching pods scores
+    100, the most ``100 * min / max``."""
+    top, low = max(raw), min(raw)
+    if top == 0:
+        return [MAX_SCORE] * len(raw)
+    return [MAX_SCORE * (top + low - r) / top for r in raw]
+
+
 class _Binder(Scheduler):
     """The solver's filters with the kube-scheduler's choice: best score, never new capacity
     (until ``buying``: then the provisioner's first fit, new NodeClaims included)."""
 
-    buying = False
+    def __init__(self, ctx: PassContext) -> None:
+        super().__init__(ctx)
+        self.buying = False
+        # Matching pods per spread key, per node and per zone (built on first use of a key).
+        self._hosts: dict[tuple[str, str, str], Counter[int]] = {}
+        self._zones: dict[tuple[str, str, str], Counter[str]] = {}
+
+    def _counts(self, key: tuple[str, str, str]) -> tuple[Counter[int], Counter[str]]:
+        hosts = self._hosts.get(key)
+        if hosts is None:
+            hosts = Counter()
+            zones: Counter[str] = Counter()
+            for index, node in enumerate(self.ctx.existing):
+                if index in self.ctx.excluded:
+                    continue
+                n = sum(1 for p in node.state.pods if _spread_key(p) == key and p.is_active())
+                if n:
+                    hosts[index] += n
+                    zones[node.state.labels.get(lbl.ZONE, "")] += n
+            self._hosts[key], self._zones[key] = hosts, zones
+        return hosts, self._zones[key]
+
+    def _place_existing(
+        self, index: int, work: PodWork, groups: PodGroups, volumes: PodVolumes
+    ) -> None:
+        super()._place_existing(index, work, groups, volumes)
+        key = _spread_key(work.pod)
+        if key is not None and not self.buying:
+            hosts, zones = self._counts(key)
+            hosts[index] += 1
+            zones[self.ctx.existing[index].state.labels.get(lbl.ZONE, "")] += 1
 
     def run(self, pending: Sequence[Pod]) -> dict[str, str]:
         # Preferences only score in the kube-scheduler; they never keep a pod off a node.
@@ -119,19 +181,34 @@ class _Binder(Scheduler):
     ) -> bool:
         nodes = self.ctx.existing
         excluded = self.ctx.excluded
-        best, best_score = -1, -1.0
+        fitting: list[int] = []
         for index in self._free.candidates(0, work.pod.requests):
             if index in excluded:
                 continue
             node = nodes[index]
             if isinstance(try_existing(node, work, groups, volumes, self.ctx.topology), Reject):
                 continue
-            value = score(node, work.pod.requests)
-            if value > best_score:
-                best, best_score = index, value
-        if best < 0:
+            fitting.append(index)
+        if not fitting:
             return False
-        self._place_existing(best, work, groups, volumes)
+        values = [score(nodes[i], work.pod.requests) for i in fitting]
+        key = _spread_key(work.pod)
+        if key is not None:
+            # The system default constraints (ScheduleAnyway, hostname max skew 3, zone max
+            # skew 5), plugin weight 2: each domain's matching pods weighted by the log of
+            # the domain count (+2), plus max skew - 1.
+            hosts, zones = self._counts(key)
+            zone_of = [nodes[i].state.labels.get(lbl.ZONE, "") for i in fitting]
+            host_weight = math.log(len(fitting) + 2)
+            zone_weight = math.log(len(set(zone_of)) + 2)
+            raw = [
+                round(hosts[i] * host_weight + 2 + zones[z] * zone_weight + 4)
+                for i, z in zip(fitting, zone_of, strict=True)
+            ]
+            spread = spread_scores(raw)
+            values = [v + SPREAD_WEIGHT * s for v, s in zip(values, spread, strict=True)]
+        best = max(range(len(fitting)), key=values.__getitem__)
+        self._place_existing(fitting[best], work, groups, volumes)
         return True
 
 
