@@ -23,7 +23,9 @@ added, over the nodes that fit:
   ReplicaSet, StatefulSet or ReplicationController: the system default constraints
   (``ScheduleAnyway``, hostname max skew 3, zone max skew 5), its controller's pods on the
   node and in the node's zone, each count weighted by the log of its domain count + 2,
-  normalized so the emptiest node scores 100. For a Deployment's pods this outweighs the
+  normalized so the emptiest node scores 100 (over the nodes with room for the pod, where the
+  scheduler normalizes over those its filters pass: the same unless a required constraint
+  rules out nodes with room). For a Deployment's pods this outweighs the
   resource scores: they spread over the nodes that hold fewest of their ReplicaSet.
 
 Not modelled: declared soft constraints (preferred affinities, ``ScheduleAnyway`` spreads),
@@ -181,35 +183,36 @@ class _Binder(Scheduler):
     ) -> bool:
         nodes = self.ctx.existing
         excluded = self.ctx.excluded
-        fitting: list[int] = []
-        for index in self._free.candidates(0, work.pod.requests):
-            if index in excluded:
-                continue
-            node = nodes[index]
-            if isinstance(try_existing(node, work, groups, volumes, self.ctx.topology), Reject):
-                continue
-            fitting.append(index)
-        if not fitting:
+        requests = work.pod.requests
+        # Scored first (arithmetic), filtered best first: a pod mostly asks the filters
+        # (topology, affinity: the dear part) of one node, not of every node with room. The
+        # resource-fit index already left out the nodes without room.
+        roomy = [i for i in self._free.candidates(0, requests) if i not in excluded]
+        if not roomy:
             return False
-        values = [score(nodes[i], work.pod.requests) for i in fitting]
+        values = [score(nodes[i], requests) for i in roomy]
         key = _spread_key(work.pod)
         if key is not None:
             # The system default constraints (ScheduleAnyway, hostname max skew 3, zone max
             # skew 5), plugin weight 2: each domain's matching pods weighted by the log of
             # the domain count (+2), plus max skew - 1.
             hosts, zones = self._counts(key)
-            zone_of = [nodes[i].state.labels.get(lbl.ZONE, "") for i in fitting]
-            host_weight = math.log(len(fitting) + 2)
+            zone_of = [nodes[i].state.labels.get(lbl.ZONE, "") for i in roomy]
+            host_weight = math.log(len(roomy) + 2)
             zone_weight = math.log(len(set(zone_of)) + 2)
             raw = [
                 round(hosts[i] * host_weight + 2 + zones[z] * zone_weight + 4)
-                for i, z in zip(fitting, zone_of, strict=True)
+                for i, z in zip(roomy, zone_of, strict=True)
             ]
             spread = spread_scores(raw)
             values = [v + SPREAD_WEIGHT * s for v, s in zip(values, spread, strict=True)]
-        best = max(range(len(fitting)), key=values.__getitem__)
-        self._place_existing(fitting[best], work, groups, volumes)
-        return True
+        topology = self.ctx.topology
+        for k in sorted(range(len(roomy)), key=lambda k: (-values[k], k)):
+            index = roomy[k]
+            if not isinstance(try_existing(nodes[index], work, groups, volumes, topology), Reject):
+                self._place_existing(index, work, groups, volumes)
+                return True
+        return False
 
 
 def bind(
