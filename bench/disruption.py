@@ -116,12 +116,20 @@ def main() -> None:
         default=Options().max_replacements,
         help="replacements per command (1: upstream's rule, no splits)",
     )
+    parser.add_argument(
+        "--no-stranding-check",
+        action="store_true",
+        help="plan without the kube-scheduler binding check (FEATURE_GATES=StrandingCheck=false)",
+    )
     args = parser.parse_args()
     cluster = build(args.nodes, args.pods_per_node, args.underutilized)
     print(f"cluster: {len(cluster.nodes)} nodes, {len(cluster.pods)} pods")
     start = time.perf_counter()
     cpu = time.process_time()
-    result = plan(cluster, Options(max_replacements=args.max_replacements), NOW)
+    options = Options(
+        max_replacements=args.max_replacements, stranding_check=not args.no_stranding_check
+    )
+    result = plan(cluster, options, NOW)
     elapsed = time.perf_counter() - start
     cpu = time.process_time() - cpu
     methods = Counter(s.command.method for s in result.steps)

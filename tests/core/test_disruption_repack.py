@@ -127,10 +127,13 @@ def test_repack_needs_more_than_one_replacement_allowed() -> None:
 
 
 def test_repack_respects_max_replacements() -> None:
-    """A repack command launches at most ``max_replacements`` NodeClaims."""
+    """A repack command launches at most ``max_replacements`` NodeClaims. (The stranding
+    check is off: with two replacements the tightest repacks, saving 0.06 $/h, count on the
+    plan's exact placement, and the kube-scheduler's would strand a large pod.)"""
     cluster = _fragmented(larges=16, smalls=8)
     for limit in (2, 3):
-        result = plan(cluster, Options(repack_consolidation=True, max_replacements=limit), NOW)
+        options = Options(repack_consolidation=True, max_replacements=limit, stranding_check=False)
+        result = plan(cluster, options, NOW)
         assert result.steps
         assert all(len(s.command.replacements) <= limit for s in result.steps)
         assert result.price_after < fleet_price(cluster)

@@ -151,8 +151,9 @@ def test_every_kept_answer_is_a_fresh_no(make: Callable[[], tuple[Cluster, Optio
 
 def test_joins_do_leave_checked_answers_as_they_were() -> None:
     """Guard for the test above: on the benchmark's shape of cluster, joins that leave a
-    checked prefilter answer's bound as it was happen (and are not checked again)."""
-    assert _kept_checks(_bench_like(7, nodes=150), Options())[1] > 10
+    checked prefilter answer's bound as it was happen (and are not checked again). (Without
+    the stranding check, whose refusals leave this plan with fewer replacements joining.)"""
+    assert _kept_checks(_bench_like(7, nodes=150), Options(stranding_check=False))[1] > 10
 
 
 def _seen(outcome: Outcome) -> tuple[object, ...]:

@@ -298,15 +298,19 @@ def stranded(
     CapacityBuffer virtual pods are never bound, so they take no room here."""
     w = _what_if(cluster, candidates, states, options, reuse)
     pods = [p for p in w.everyone if p.key not in w.held]
-    if replacements:
-        names = [f"stranding-check-replacement-{i}" for i in range(len(replacements))]
-        joined = tuple(
-            replacement_node(claim, name, cluster, now)
-            for claim, name in zip(replacements, names, strict=True)
-        )
-        # A snapshot of its own: the shared memo keeps one snapshot's set-up at a time.
-        cluster, reuse = replace(cluster, nodes=(*cluster.nodes, *joined)), None
-    bound = binding.bind(cluster, pods, options, excluded_nodes=w.excluded, reuse=reuse, buy=True)
+    if reuse is not None and binding.surely_bound(
+        cluster, pods, excluded_nodes=w.excluded, reuse=reuse
+    ):
+        # room to spare without the replacements: no pod is stranded, whatever the order
+        return binding.Binding({}, ())
+    names = [f"stranding-check-replacement-{i}" for i in range(len(replacements))]
+    joined = tuple(
+        replacement_node(claim, name, cluster, now)
+        for claim, name in zip(replacements, names, strict=True)
+    )
+    bound = binding.bind(
+        cluster, pods, options, excluded_nodes=w.excluded, reuse=reuse, joined=joined, buy=True
+    )
     # The candidates' business only: other pending pods would buy their nodes anyway.
     mine = w.keys
     return binding.Binding(

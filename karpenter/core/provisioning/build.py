@@ -592,6 +592,16 @@ def build_context(
     return ctx
 
 
+def extend(ctx: PassContext, cluster: Cluster, states: Sequence[StateNode]) -> None:
+    """Join ``states`` (nodes not in ``cluster``: a command's replacements, empty) to a
+    pass's set-up, at the end of the pass order: O(joined), where a snapshot with them
+    costs a set-up of O(nodes + pods). Their zones are the templates' (already in the
+    topology's universe); their hostnames are new domains with no pods."""
+    for node in _existing(cluster, states, ctx.volumes):
+        ctx.free.insert(len(ctx.existing), node.remaining)
+        ctx.existing.append(node)
+
+
 def _has_topology(pod: Pod) -> bool:
     """Whether ``pod`` has spreads or pod (anti-)affinity terms (``pod_groups`` makes groups
     only from those)."""
