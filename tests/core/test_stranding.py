@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from karpenter.core.disruption import repack
 from karpenter.core.disruption.context import new_pass
 from karpenter.core.disruption.planner import decide
@@ -11,7 +13,8 @@ from karpenter.core.model.instancetype import InstanceType
 from karpenter.core.model.node import Node
 from karpenter.core.model.nodepool import Budget, Disruption
 from karpenter.core.model.pod import Owner, Pod
-from karpenter.core.provisioning.binding import bind
+from karpenter.core.provisioning.binding import bind, surely_bound
+from karpenter.core.provisioning.build import Reuse
 from tests.support import builders as b
 
 NOW = 1_800_000_000.0
@@ -169,3 +172,31 @@ def test_batch_delete_leaves_out_a_candidate_whose_pods_the_scheduler_would_stra
 
     assert gathered(Options(stranding_check=False)) == ("y", "x")
     assert gathered(Options()) is None
+
+
+def test_joined_nodes_bind_as_nodes_of_the_snapshot_would() -> None:
+    """A command's replacements, joined to the pass's set-up, take pods as the same nodes in
+    the snapshot would (the stranding check joins them instead of building a snapshot)."""
+    base = _cluster((_node("a", M4),), (_guarded("a", "1400m"),))
+    extra = (_node("r1", M2), _node("r2", M4))
+    pods = [b.pod(f"p{i}", cpu=cpu) for i, cpu in enumerate(("1", "2500m", "1", "500m", "3"))]
+    reuse = Reuse()
+    joined = bind(base, pods, Options(), reuse=reuse, joined=extra, buy=True)
+    whole = bind(_cluster((*base.nodes, *extra), base.pods), pods, Options(), buy=True)
+    assert joined.nodes == whole.nodes and joined.stranded == whole.stranded
+    assert [c.launch.instance_type for c in joined.claims] == [
+        c.launch.instance_type for c in whole.claims
+    ]
+    assert set(joined.nodes.values()) >= {"r1", "r2"}
+
+
+def test_the_room_test_passes_only_where_nothing_can_be_stranded() -> None:
+    """``surely_bound`` says yes where room to spare makes any order safe, and no on the
+    fragile fleet where the order decides."""
+    fragile = _fragile()
+    evicted = [replace(p, node_name="") for p in fragile.pods if p.node_name == "x"]
+    assert not surely_bound(fragile, evicted, excluded_nodes=frozenset({"x"}), reuse=Reuse())
+    nodes = (*fragile.nodes, _node("big", M16))
+    roomy = _cluster(nodes, fragile.pods)
+    assert surely_bound(roomy, evicted, excluded_nodes=frozenset({"x"}), reuse=Reuse())
+    assert bind(roomy, evicted, Options(), excluded_nodes=frozenset({"x"})).stranded == ()
