@@ -97,15 +97,18 @@ def _fragile() -> Cluster:
     evicted in); ``a`` and ``c`` have 2.5 CPUs free each. First fit deletes ``x`` (the large
     pod on ``a``, the small ones on ``c``); the kube-scheduler would spread the small ones
     over both and leave the large one pending, and the provisioner would buy a node for it."""
-    nodes = (_node("a", M4), _node("c", M4), _node("x", M4))
+    nodes, guards = _tight()
     pods = (
-        _guarded("a", "1400m"),
-        _guarded("c", "1400m"),
         b.bound("x", "s1", cpu="1"),
         b.bound("x", "s2", cpu="1"),
         b.bound("x", "big", cpu="2500m"),
     )
-    return _cluster(nodes, pods)
+    return _cluster((*nodes, _node("x", M4)), (*guards, *pods))
+
+
+def _tight() -> tuple[tuple[Node, ...], tuple[Pod, ...]]:
+    """``a`` and ``c``: m-4x nodes that are no candidates, with 2.5 CPUs free each."""
+    return (_node("a", M4), _node("c", M4)), (_guarded("a", "1400m"), _guarded("c", "1400m"))
 
 
 def test_consolidation_refuses_a_delete_the_scheduler_would_strand() -> None:
@@ -154,15 +157,14 @@ def test_batch_delete_leaves_out_a_candidate_whose_pods_the_scheduler_would_stra
             (lbl.CAPACITY_TYPE, "In", ["on-demand"]), (lbl.INSTANCE_TYPE, "In", [M8.name])
         ),
     )
-    nodes = (_node("a", M4), _node("c", M4), _node("x", M4), _node("y", M4))
+    nodes, guards = _tight()
     pods = (
-        _guarded("a", "1400m"),
-        _guarded("c", "1400m"),
         b.bound("y", "s2", cpu="1"),
         b.bound("x", "s1", cpu="1"),
         b.bound("x", "big", cpu="2500m"),
     )
-    cluster = b.cluster([pool], nodes=nodes, pods=pods)
+    more = (_node("x", M4), _node("y", M4))
+    cluster = b.cluster([pool], nodes=(*nodes, *more), pods=(*guards, *pods))
 
     def gathered(options: Options) -> tuple[str, ...] | None:
         ps = new_pass(cluster, options, NOW)
