@@ -317,9 +317,9 @@ def consolidate(ps: DisruptionPass, candidates: Sequence[Candidate], method: str
 
 def strands(ps: DisruptionPass, command: Command) -> NoOp | None:
     """A ``Strands`` refusal when the kube-scheduler would leave some of ``command``'s evicted
-    pods without a node and the capacity the provisioner would then buy for every pod left
-    pending costs at least what the command saves (``simulation.stranded``;
-    ``Options.stranding_check``), else None.
+    pods without a node and the NodeClaims the provisioner would then buy for them cost at
+    least what the command saves (``simulation.stranded``; ``Options.stranding_check``), else
+    None.
 
     The plan packs the evicted pods first fit, largest first; the scheduler binds them one by
     one as they arrive, each to the least-allocated node that fits. Where the plan's room is

@@ -9,6 +9,11 @@ failures and NodeClaims are not the command's business, so NodeClaims that hold 
 candidates' pods are dropped. CapacityBuffer virtual pods the cluster hosts (``headroom``) are
 scheduled too and are the command's business: NodeClaims holding them are kept, and those left
 without room are reported (``Outcome.homeless``).
+
+The plan's placement is not the kube-scheduler's, so a command found this way is played once
+more as the scheduler would bind its pods (``stranded``: ``provisioning/binding``, with the
+command's replacements up, as ``replacement_node`` builds them): the pods it would leave
+without a node, and what the provisioner would buy for them.
 """
 
 from __future__ import annotations
@@ -333,7 +338,7 @@ def stranded_message(bound: binding.Binding, savings: float) -> str:
     )
     return (
         f"{len(keys)} evicted pod(s) would find no node as the kube-scheduler binds them"
-        f" (least allocated first): {shown}{more}; {cost}"
+        f" (each on its best-scoring node): {shown}{more}; {cost}"
     )
 
 

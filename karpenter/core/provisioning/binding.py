@@ -355,8 +355,8 @@ def bind(
     keys = tuple(p.key for p in stranded)
     if not buy or not stranded:
         return Binding(where, keys)
-    # The provisioner's pass over what is left pending: largest first, first fit, the room
-    # the scheduler left on existing nodes, then new NodeClaims.
+    # The provisioner's pass over what is left pending, largest first: no existing node has
+    # room (the binding found none), so in-flight claims of the pass, then new NodeClaims.
     binder.buying = True
     left = binder.run(sorted(stranded, key=queue_order))
     results = finalize(ctx, binder.claims, left)
