@@ -138,8 +138,11 @@ def test_core_options(monkeypatch: pytest.MonkeyPatch) -> None:
     assert options.min_values_policy == "BestEffort"
     assert options.spot_to_spot_consolidation and options.node_overlay
     assert options.mixing_hedge  # on unless turned off
+    assert options.stranding_check  # on unless turned off
     monkeypatch.setenv("FEATURE_GATES", "MixingHedge=false")
     assert not Settings().core_options().mixing_hedge
+    monkeypatch.setenv("FEATURE_GATES", "StrandingCheck=false")
+    assert not Settings().core_options().stranding_check
 
 
 @pytest.mark.parametrize(
