@@ -260,15 +260,18 @@ def _plain(pod: Pod) -> bool:
     )
 
 
-def _rooms(existing: Sequence[Existing]) -> tuple[NDArray, NDArray]:
-    """Free CPU, memory and pod slots of every node of a set-up, and which carry no taint."""
+def _snapshot_tables(cluster: Cluster, reuse: Reuse) -> _Tables:
+    """``_tables`` of the snapshot's prototypes, built once per snapshot (each binding copies
+    the free room it changes)."""
+    existing = reuse.snapshot(cluster).existing
+    return reuse.derived(cluster, "binding.tables", lambda: _tables(existing))
+
+
+def _clean(existing: Sequence[Existing]) -> NDArray:
+    """Which nodes of a set-up carry no taint."""
     import numpy as np  # noqa: PLC0415 - loaded with the first binding, not at start-up
 
-    room = np.array(
-        [[e.remaining.get(r, 0) for r in _ROOM] for e in existing], dtype=np.float64
-    ).reshape(len(existing), len(_ROOM))
-    clean = np.array([not e.taints for e in existing], dtype=bool)
-    return room, clean
+    return np.array([not e.taints for e in existing], dtype=bool)
 
 
 def surely_bound(
@@ -293,8 +296,8 @@ def surely_bound(
     import numpy as np  # noqa: PLC0415 - loaded with the first binding, not at start-up
 
     base = reuse.snapshot(cluster)
-    room, clean = reuse.derived(cluster, "binding.rooms", lambda: _rooms(base.existing))
-    usable = clean.copy()
+    room = _snapshot_tables(cluster, reuse)[1]
+    usable = reuse.derived(cluster, "binding.clean", lambda: _clean(base.existing)).copy()
     out = [base.index[name] for name in excluded_nodes if name in base.index]
     usable[out] = False
     usable[list(base.dead)] = False
@@ -327,12 +330,7 @@ def bind(
 
     ctx = build_context(cluster, pods, options, excluded_nodes, reuse)
     count = len(ctx.existing)
-    if reuse is None:
-        tables = _tables(ctx.existing)
-    else:
-        # The snapshot's arrays are built once; each binding copies the free room it changes.
-        prototypes = list(ctx.existing)
-        tables = reuse.derived(cluster, "binding.tables", lambda: _tables(prototypes))
+    tables = _tables(ctx.existing) if reuse is None else _snapshot_tables(cluster, reuse)
     if joined:
         types = {it.name: it for its in cluster.instance_types.values() for it in its}
         alone = replace(cluster, nodes=tuple(joined), nodeclaims=(), pods=())
