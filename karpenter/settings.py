@@ -28,7 +28,8 @@ DEFAULT_FEATURE_GATES = {
     # not upstream: launch types that hold the mix of pods the kube-scheduler will bind there
     "MixingHedge": True,
     # not upstream: refuse consolidation commands whose evicted pods the kube-scheduler's
-    # least-allocated binding would leave without a node
+    # binding (its default scoring) would leave without a node, unless they still save more
+    # than the nodes bought for those pods
     "StrandingCheck": True,
     # not upstream: tell the kube-scheduler where a pass placed each pod (nominatedNodeName)
     "PublishNominations": True,
